@@ -1,0 +1,99 @@
+// Internal: the interface between the client-side Transaction (src/txn/transaction.cc, which does
+// read-your-writes, conflict-range bookkeeping, limits and retries) and an engine (the "cluster").
+// An engine never knows about queues; a layer never sees this header.
+//
+// Adding an engine = a folder under src/engine/, a class implementing Engine and Session, a URL
+// scheme in src/open.cc, and the conformance suite (tests/conformance_test.cc) passing on it.
+#ifndef KVQ_SRC_ENGINE_ENGINE_H_
+#define KVQ_SRC_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvq/database.h"
+
+namespace kvq::detail {
+class WatchState;
+}
+
+namespace kvq::engine {
+
+// A half-open key range [begin, end).
+struct KeyRange {
+  std::string begin;
+  std::string end;
+  friend bool operator==(const KeyRange&, const KeyRange&) = default;
+};
+
+enum class MutationType {
+  kSet,                     // param1 = key, param2 = value
+  kClear,                   // param1 = key
+  kClearRange,              // param1 = begin, param2 = end
+  kAddValue,                // param1 = key, param2 = little-endian operand (FDB ADD)
+  kSetVersionstampedKey,    // param1 = key with 4-byte LE offset suffix, param2 = value
+  kSetVersionstampedValue,  // param1 = key, param2 = value with 4-byte LE offset suffix
+};
+
+struct Mutation {
+  MutationType type;
+  std::string param1;
+  std::string param2;
+};
+
+// What a transaction sends at commit, as FoundationDB's CommitTransactionRequest.
+struct CommitRequest {
+  // The version every read of the transaction was made at; -1 if it never read.
+  Version read_version = -1;
+  // Non-snapshot reads; commit must fail with not_committed iff one of these intersects a write
+  // committed after read_version.
+  std::vector<KeyRange> read_conflicts;
+  // Ranges written (sets, clears, atomic ops, explicit write conflicts).
+  std::vector<KeyRange> write_conflicts;
+  // Mutations in the order the transaction made them; applied in that order at one version.
+  std::vector<Mutation> mutations;
+};
+
+struct CommitResult {
+  Version version = -1;     // the commit version
+  std::string versionstamp;  // 10 bytes: version (8, big-endian) + order in batch (2, big-endian)
+};
+
+// One transaction's view of the engine: reads at one read version, then at most one commit.
+// Used by one thread at a time. Errors are thrown as kvq::Error (transaction_too_old, ...).
+class Session {
+ public:
+  virtual ~Session() = default;
+  // The read version, taking one (the latest committed version) on first call.
+  virtual Version read_version() = 0;
+  // The committed value of `key` at read_version().
+  virtual std::optional<std::string> get(std::string_view key) = 0;
+  // Committed pairs in [begin, end) at read_version(), ascending (descending if `reverse`), at
+  // most `limit` of them (0 = no limit).
+  virtual std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
+                                          bool reverse) = 0;
+  // Commits `request` (whose read_version, if not -1, is this session's). Throws not_committed,
+  // commit_unknown_result, transaction_too_old, ...
+  virtual CommitResult commit(CommitRequest request) = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // A new session for one transaction attempt.
+  virtual std::unique_ptr<Session> begin() = 0;
+  // Arms `state` to fire once the value of `key` is no longer `value_seen` (nullopt = absent) as of
+  // some version after `version`. Must fire at once if it already differs. The engine fails the
+  // state (WatchState::fail) if it cannot keep watching.
+  virtual void watch(std::string key, std::optional<std::string> value_seen, Version version,
+                     std::shared_ptr<detail::WatchState> state) = 0;
+  // Number of commit batches the engine has applied (group commit shows as batches < commits).
+  virtual std::uint64_t commit_batches() const = 0;
+};
+
+}  // namespace kvq::engine
+
+#endif  // KVQ_SRC_ENGINE_ENGINE_H_
