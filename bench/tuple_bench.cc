@@ -1,6 +1,6 @@
 // Pack/unpack speed of a typical priority-queue key: subspace ("P"), priority, count, 20 random
-// bytes. Google Benchmark; `--json` (or `--benchmark_format=json`) prints JSON. items_per_second is packs (or
-// unpacks) per second on one thread.
+// bytes. Google Benchmark; `--json` (or `--benchmark_format=json`) prints JSON. items_per_second is
+// packs (or unpacks) per second on one thread.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -18,8 +18,8 @@ constexpr int kKeys = 1024;
 
 struct QueueKeys {
   kvq::Subspace subspace{kvq::Tuple().append("P")};
-  std::vector<kvq::Tuple> tuples;     // (priority, count, 20 random bytes)
-  std::vector<std::string> packed;    // subspace.pack(tuple)
+  std::vector<kvq::Tuple> tuples;   // (priority, count, 20 random bytes)
+  std::vector<std::string> packed;  // subspace.pack(tuple)
 
   QueueKeys() {
     std::mt19937_64 rng(1);
@@ -27,7 +27,8 @@ struct QueueKeys {
       std::string random(20, '\0');
       for (char& c : random) c = static_cast<char>(rng());
       kvq::Tuple t;
-      t.append(static_cast<std::int64_t>(rng() % 1000)).append(static_cast<std::int64_t>(rng() % 1000000));
+      t.append(static_cast<std::int64_t>(rng() % 1000))
+          .append(static_cast<std::int64_t>(rng() % 1000000));
       t.append(kvq::Bytes(random));
       packed.push_back(subspace.pack(t));
       tuples.push_back(std::move(t));

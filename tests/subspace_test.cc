@@ -115,7 +115,8 @@ TEST(Subspace, SubspaceAndIndexingExtendThePrefix) {
 TEST(Subspace, PackWithVersionstampCountsThePrefixInTheOffset) {
   const Subspace pq(Tuple().append("P"));  // 3 bytes
   const std::string key = pq.pack_with_versionstamp(Tuple().append(Versionstamp::incomplete(2)));
-  EXPECT_EQ(key, B("\x02P", {0x00, 0x33}) + std::string(10, '\xff') + B("", {0x00, 0x02, 0x04, 0, 0, 0}));
+  EXPECT_EQ(
+      key, B("\x02P", {0x00, 0x33}) + std::string(10, '\xff') + B("", {0x00, 0x02, 0x04, 0, 0, 0}));
   EXPECT_THROW(pq.pack_with_versionstamp(Tuple().append(1)), Error);
   EXPECT_THROW(pq.pack(Tuple().append(Versionstamp::incomplete())), Error);
 }

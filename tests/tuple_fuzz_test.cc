@@ -52,16 +52,17 @@ void Check(const std::string& bytes, Outcome& outcome) {
 TEST(TupleFuzz, RandomBytesDecodeCanonicallyOrThrowInvalidTuple) {
   testing::RandomTuples gen(7);
   // Type codes (valid and not) and the escape bytes, so random strings often get deep.
-  static constexpr std::uint8_t kAlphabet[] = {0x00, 0xff, 0x01, 0x02, 0x05, 0x0b, 0x0c, 0x13, 0x14,
-                                               0x15, 0x1c, 0x1d, 0x20, 0x21, 0x26, 0x27, 0x30, 0x33,
-                                               0x80, 0xc3, 0xed, 0xf4, 0x09, 0xf6};
+  static constexpr std::uint8_t kAlphabet[] = {0x00, 0xff, 0x01, 0x02, 0x05, 0x0b, 0x0c, 0x13,
+                                               0x14, 0x15, 0x1c, 0x1d, 0x20, 0x21, 0x26, 0x27,
+                                               0x30, 0x33, 0x80, 0xc3, 0xed, 0xf4, 0x09, 0xf6};
   Outcome outcome;
   for (int i = 0; i < 200000; ++i) {
     std::string s;
     const std::uint64_t n = gen.Uniform(24);
     const bool biased = gen.Uniform(4) != 0;
     for (std::uint64_t k = 0; k < n; ++k) {
-      s.push_back(static_cast<char>(biased ? kAlphabet[gen.Uniform(std::size(kAlphabet))] : gen.Uniform(256)));
+      s.push_back(static_cast<char>(biased ? kAlphabet[gen.Uniform(std::size(kAlphabet))]
+                                           : gen.Uniform(256)));
     }
     Check(s, outcome);
     if (HasFatalFailure()) return;
@@ -83,7 +84,8 @@ TEST(TupleFuzz, MutatedValidEncodingsDecodeCanonicallyOrThrowInvalidTuple) {
           s.resize(pos);
           break;
         case 1:  // flip bits of one byte
-          if (!s.empty()) s[pos] = static_cast<char>(s[pos] ^ static_cast<char>(1 + gen.Uniform(255)));
+          if (!s.empty())
+            s[pos] = static_cast<char>(s[pos] ^ static_cast<char>(1 + gen.Uniform(255)));
           break;
         case 2:  // insert a byte
           s.insert(pos, 1, static_cast<char>(gen.Uniform(256)));

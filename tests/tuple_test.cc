@@ -71,12 +71,15 @@ TEST(TupleVectors, EmptyTuplePacksToEmptyString) {
 }
 
 TEST(TupleVectors, SpecTestCases) {
-  ExpectVector(T1(Bytes(B("foo", {0}) + "bar")), B("\x01" "foo", {0x00, 0xff}) + "bar" + B({0}));
+  ExpectVector(T1(Bytes(B("foo", {0}) + "bar")), B("\x01"
+                                                   "foo",
+                                                   {0x00, 0xff}) +
+                                                     "bar" + B({0}));
   ExpectVector(T1(B("F", {0xc3, 0x94}) + "O" + B({0}) + "bar"),
                B({0x02, 'F', 0xc3, 0x94, 'O', 0x00, 0xff, 'b', 'a', 'r', 0x00}));
   ExpectVector(T1(Tuple().append(Bytes(B("foo", {0}) + "bar")).append(nullptr).append(Tuple())),
-               B({0x05, 0x01, 'f', 'o', 'o', 0x00, 0xff, 'b', 'a', 'r', 0x00, 0x00, 0xff, 0x05, 0x00,
-                  0x00}));
+               B({0x05, 0x01, 'f', 'o', 'o', 0x00, 0xff, 'b', 'a', 'r', 0x00, 0x00, 0xff, 0x05,
+                  0x00, 0x00}));
   ExpectVector(T1(-5551212), B({0x11, 0xab, 0x4b, 0x93}));
   ExpectVector(T1(-42.0f), B({0x20, 0x3d, 0xd7, 0xff, 0xff}));
 }
@@ -111,7 +114,8 @@ TEST(TupleVectors, IntegersAtEverySizeBoundary) {
     SCOPED_TRACE("n=" + std::to_string(n));
     const uint64_t max_n = n == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * n)) - 1;
     ExpectVector(T1(static_cast<unsigned long long>(max_n)), B({0x14 + n}) + Rep(0xff, n));
-    ExpectVector(T1(Big(true, std::string(8 - n, '\0') + Rep(0xff, n))), B({0x14 - n}) + Rep(0x00, n));
+    ExpectVector(T1(Big(true, std::string(8 - n, '\0') + Rep(0xff, n))),
+                 B({0x14 - n}) + Rep(0x00, n));
     if (n < 8) {
       ExpectVector(T1(static_cast<long long>(max_n + 1)), B({0x14 + n + 1, 0x01}) + Rep(0x00, n));
       ExpectVector(T1(-static_cast<long long>(max_n + 1)), B({0x14 - n - 1, 0xfe}) + Rep(0xff, n));
@@ -129,7 +133,8 @@ TEST(TupleVectors, Int64AndUint64Limits) {
   ExpectVector(T1(uint64_t{1} << 63), B({0x1c, 0x80}) + Rep(0x00, 7));
   ExpectVector(T1(std::numeric_limits<uint64_t>::max()), B({0x1c}) + Rep(0xff, 8));
   // INT64_MIN - 1 and -(2^64-1): 8-byte negatives outside int64 (held as BigInt).
-  ExpectVector(T1(Big(true, B({0x80, 0, 0, 0, 0, 0, 0, 0x01}))), B({0x0c, 0x7f}) + Rep(0xff, 6) + B({0xfe}));
+  ExpectVector(T1(Big(true, B({0x80, 0, 0, 0, 0, 0, 0, 0x01}))),
+               B({0x0c, 0x7f}) + Rep(0xff, 6) + B({0xfe}));
   ExpectVector(T1(Big(true, Rep(0xff, 8))), B({0x0c}) + Rep(0x00, 8));
 }
 
@@ -138,8 +143,10 @@ TEST(TupleVectors, IntegersBeyond64Bits) {
   ExpectVector(T1(Big(false, B({1}) + Rep(0, 8))), B({0x1d, 0x09, 0x01}) + Rep(0x00, 8));
   ExpectVector(T1(Big(true, B({1}) + Rep(0, 8))), B({0x0b, 0xf6, 0xfe}) + Rep(0xff, 8));
   // 2^64+1 and -(2^64+1).
-  ExpectVector(T1(Big(false, B({1}) + Rep(0, 7) + B({1}))), B({0x1d, 0x09, 0x01}) + Rep(0, 7) + B({1}));
-  ExpectVector(T1(Big(true, B({1}) + Rep(0, 7) + B({1}))), B({0x0b, 0xf6, 0xfe}) + Rep(0xff, 7) + B({0xfe}));
+  ExpectVector(T1(Big(false, B({1}) + Rep(0, 7) + B({1}))),
+               B({0x1d, 0x09, 0x01}) + Rep(0, 7) + B({1}));
+  ExpectVector(T1(Big(true, B({1}) + Rep(0, 7) + B({1}))),
+               B({0x0b, 0xf6, 0xfe}) + Rep(0xff, 7) + B({0xfe}));
   // 2^65 and -2^65 (Java TuplePackingTest well-formed sequences).
   ExpectVector(T1(Big(false, B({2}) + Rep(0, 8))), B({0x1d, 0x09, 0x02}) + Rep(0x00, 8));
   ExpectVector(T1(Big(true, B({2}) + Rep(0, 8))), B({0x0b, 0xf6, 0xfd}) + Rep(0xff, 8));
@@ -151,7 +158,8 @@ TEST(TupleVectors, IntegersBeyond64Bits) {
 TEST(TupleVectors, BigIntIsNormalisedToFixedWidthWhenItFits) {
   EXPECT_TRUE(std::holds_alternative<int64_t>(T1(Big(false, B({0, 0, 5})))[0]));
   EXPECT_EQ(T1(Big(false, B({0, 0, 5}))).get_int(0), 5);
-  EXPECT_EQ(T1(Big(true, B({0x80, 0, 0, 0, 0, 0, 0, 0}))).get_int(0), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(T1(Big(true, B({0x80, 0, 0, 0, 0, 0, 0, 0}))).get_int(0),
+            std::numeric_limits<int64_t>::min());
   EXPECT_TRUE(std::holds_alternative<uint64_t>(T1(Big(false, Rep(0xff, 8)))[0]));
   EXPECT_TRUE(std::holds_alternative<int64_t>(T1(Big(true, ""))[0]));
   EXPECT_EQ(T1(Big(true, Rep(0, 3))).pack(), B({0x14}));
@@ -196,14 +204,17 @@ TEST(TupleVectors, Doubles) {
 TEST(TupleVectors, ByteStringsAndStrings) {
   ExpectVector(T1(Bytes("")), B({0x01, 0x00}));
   ExpectVector(T1(Bytes(B({1, 2, 3}))), B({0x01, 0x01, 0x02, 0x03, 0x00}));
-  ExpectVector(T1(Bytes(B({0, 0, 0, 4}))), B({0x01, 0x00, 0xff, 0x00, 0xff, 0x00, 0xff, 0x04, 0x00}));
+  ExpectVector(T1(Bytes(B({0, 0, 0, 4}))),
+               B({0x01, 0x00, 0xff, 0x00, 0xff, 0x00, 0xff, 0x04, 0x00}));
   ExpectVector(T1(""), B({0x02, 0x00}));
   ExpectVector(T1("hello"), B("\x02hello", {0x00}));
   ExpectVector(T1(std::string("hell\0", 5)), B("\x02hell", {0x00, 0xff, 0x00}));
   ExpectVector(T1(B({0xe4, 0xb8, 0xad, 0xe6, 0x96, 0x87})),
                B({0x02, 0xe4, 0xb8, 0xad, 0xe6, 0x96, 0x87, 0x00}));  // two CJK code points
-  ExpectVector(T1(B({0xf0, 0x9f, 0x94, 0xa5})), B({0x02, 0xf0, 0x9f, 0x94, 0xa5, 0x00}));  // U+1F525
-  ExpectVector(T1(B({0xf4, 0x8f, 0xbf, 0xbf})), B({0x02, 0xf4, 0x8f, 0xbf, 0xbf, 0x00}));  // U+10FFFF
+  ExpectVector(T1(B({0xf0, 0x9f, 0x94, 0xa5})),
+               B({0x02, 0xf0, 0x9f, 0x94, 0xa5, 0x00}));  // U+1F525
+  ExpectVector(T1(B({0xf4, 0x8f, 0xbf, 0xbf})),
+               B({0x02, 0xf4, 0x8f, 0xbf, 0xbf, 0x00}));  // U+10FFFF
   // Byte string and string are different types even with equal content.
   EXPECT_NE(T1(Bytes("a")), T1("a"));
 }
@@ -218,9 +229,10 @@ TEST(TupleVectors, NullsTopLevelAndNested) {
                B({0x05, 0x00, 0xff, 0x02, 'h', 'e', 'l', 'l', 0x00, 0xff, 0x00, 0x00}));
   ExpectVector(Tuple().append(T1(nullptr)).append("hello"),
                B({0x05, 0x00, 0xff, 0x00, 0x02, 'h', 'e', 'l', 'l', 'o', 0x00}));
-  ExpectVector(Tuple().append(T1(nullptr)).append("hello").append(Bytes(B({1, 0}))).append(Bytes("")),
-               B({0x05, 0x00, 0xff, 0x00, 0x02, 'h', 'e', 'l', 'l', 'o', 0x00, 0x01, 0x01, 0x00, 0xff,
-                  0x00, 0x01, 0x00}));
+  ExpectVector(
+      Tuple().append(T1(nullptr)).append("hello").append(Bytes(B({1, 0}))).append(Bytes("")),
+      B({0x05, 0x00, 0xff, 0x00, 0x02, 'h', 'e', 'l', 'l', 'o', 0x00, 0x01, 0x01, 0x00, 0xff, 0x00,
+         0x01, 0x00}));
   ExpectVector(T1(Tuple()), B({0x05, 0x00}));
   ExpectVector(T1(T1(T1(nullptr))), B({0x05, 0x05, 0x00, 0xff, 0x00, 0x00}));
 }
@@ -229,14 +241,16 @@ TEST(TupleVectors, BoolsAndUuids) {
   ExpectVector(T1(false), B({0x26}));
   ExpectVector(T1(true), B({0x27}));
   Uuid u;  // Java: new UUID(0xba5eba11, 0x5ca1ab1e) (the int literal sign-extends)
-  const std::string ub = B({0xff, 0xff, 0xff, 0xff, 0xba, 0x5e, 0xba, 0x11, 0, 0, 0, 0, 0x5c, 0xa1, 0xab, 0x1e});
+  const std::string ub =
+      B({0xff, 0xff, 0xff, 0xff, 0xba, 0x5e, 0xba, 0x11, 0, 0, 0, 0, 0x5c, 0xa1, 0xab, 0x1e});
   std::copy(ub.begin(), ub.end(), u.bytes.begin());
   ExpectVector(T1(u), B({0x30}) + ub);
 }
 
 TEST(TupleVectors, CompleteVersionstamps) {
-  ExpectVector(T1(Versionstamp::complete(B({0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00, 0x01, 0x02, 0x03}))),
-               B({0x33, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00, 0x01, 0x02, 0x03, 0x00, 0x00}));
+  ExpectVector(
+      T1(Versionstamp::complete(B({0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00, 0x01, 0x02, 0x03}))),
+      B({0x33, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00, 0x01, 0x02, 0x03, 0x00, 0x00}));
   ExpectVector(T1(Versionstamp::complete(B({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}), 657)),
                B({0x33, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0x02, 0x91}));
   const Versionstamp v = Versionstamp::complete(B({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}), 657);
@@ -272,7 +286,10 @@ TEST(TupleVectors, PackWithVersionstampAppendsLittleEndianOffsetOfPlaceholder) {
             Hex(B({0x33}) + Rep(0xff, 10) + B({0x00, 0x05, 0x01, 0x00, 0x00, 0x00})));
   // ("a", vs) after prefix "PP": 2 + 3 (\x02a\x00) + 1 = 6.
   EXPECT_EQ(Hex(Tuple().append("a").append(v).pack_with_versionstamp("PP")),
-            Hex(B("PP\x02" "a", {0x00, 0x33}) + Rep(0xff, 10) + B({0x00, 0x05, 0x06, 0x00, 0x00, 0x00})));
+            Hex(B("PP\x02"
+                  "a",
+                  {0x00, 0x33}) +
+                Rep(0xff, 10) + B({0x00, 0x05, 0x06, 0x00, 0x00, 0x00})));
   // Nested: (("x", vs), 1) -> 0x05 0x02 x 0x00 0x33 [10] [2] 0x00 0x15 0x01; offset 5.
   EXPECT_EQ(Hex(Tuple().append(Tuple().append("x").append(v)).append(1).pack_with_versionstamp()),
             Hex(B({0x05, 0x02, 'x', 0x00, 0x33}) + Rep(0xff, 10) +
@@ -302,10 +319,13 @@ TEST(TupleDecoding, RejectsTheJavaBindingsMalformedSequences) {
   ExpectInvalid(B({0x02, 'h', 'e', 'l', 0x00, 0xff, 'l', 'o'}), "without terminator");
   ExpectInvalid(B({0x02, 'u', 't', 'f', 0x08, 0x80, 0x00}), "invalid UTF-8 in string at offset 5");
   ExpectInvalid(B({0x02, 'u', 't', 'f', 0x08, 0xc0, 0x01, 0x00}), "invalid UTF-8");
-  ExpectInvalid(B({0x02, 'u', 't', 'f', 0x10, 0xed, 0xa0, 0xbd, 0x00}), "invalid UTF-8");  // surrogate
+  ExpectInvalid(B({0x02, 'u', 't', 'f', 0x10, 0xed, 0xa0, 0xbd, 0x00}),
+                "invalid UTF-8");  // surrogate
   ExpectInvalid(B({0x02, 'u', 't', 'f', 0x10, 0xed, 0xb4, 0xa5, 0x00}), "invalid UTF-8");
-  ExpectInvalid(B({0x02, 'u', 't', 'f', 0x10, 0xed, 0xa0, 0xbd, 0xed, 0xb4, 0xa5, 0x00}), "invalid UTF-8");
-  ExpectInvalid(B("\x05\x02hello", {0x00}), "nested tuple without terminator (started) at offset 0");
+  ExpectInvalid(B({0x02, 'u', 't', 'f', 0x10, 0xed, 0xa0, 0xbd, 0xed, 0xb4, 0xa5, 0x00}),
+                "invalid UTF-8");
+  ExpectInvalid(B("\x05\x02hello", {0x00}),
+                "nested tuple without terminator (started) at offset 0");
   ExpectInvalid(B("\x05\x02hello", {0x00, 0x00, 0xff, 0x02, 't', 'h', 'e', 'r', 'e', 0x00}),
                 "nested tuple without terminator");
   ExpectInvalid(B({0x16, 0x01}), "truncated integer at offset 0");
@@ -324,7 +344,8 @@ TEST(TupleDecoding, ErrorOffsetsPointIntoTheWholeInput) {
   ExpectInvalid(B({0x00, 0xff}), "unknown type code 0xff at offset 1");
   ExpectInvalid(B({0x05, 0x15, 0x01, 0x30, 0x01}), "truncated UUID at offset 3");
   // The bad UTF-8 byte is at input offset 7: 02 'a' 00 ff 'b' 00 ff [c3] 00.
-  ExpectInvalid(B({0x02, 'a', 0x00, 0xff, 'b', 0x00, 0xff, 0xc3, 0x00}), "invalid UTF-8 in string at offset 7");
+  ExpectInvalid(B({0x02, 'a', 0x00, 0xff, 'b', 0x00, 0xff, 0xc3, 0x00}),
+                "invalid UTF-8 in string at offset 7");
 }
 
 TEST(TupleDecoding, RejectsUnknownAndDeprecatedTypeCodes) {
@@ -334,12 +355,13 @@ TEST(TupleDecoding, RejectsUnknownAndDeprecatedTypeCodes) {
 }
 
 TEST(TupleDecoding, RejectsNonCanonicalIntegers) {
-  ExpectInvalid(B({0x15, 0x00}), "non-canonical integer");                 // 0 as one byte
-  ExpectInvalid(B({0x16, 0x00, 0x05}), "non-canonical integer");           // 5 as two bytes
-  ExpectInvalid(B({0x13, 0xff}), "non-canonical integer");                 // -0
-  ExpectInvalid(B({0x12, 0xff, 0xfa}), "non-canonical integer");           // -5 as two bytes
+  ExpectInvalid(B({0x15, 0x00}), "non-canonical integer");                     // 0 as one byte
+  ExpectInvalid(B({0x16, 0x00, 0x05}), "non-canonical integer");               // 5 as two bytes
+  ExpectInvalid(B({0x13, 0xff}), "non-canonical integer");                     // -0
+  ExpectInvalid(B({0x12, 0xff, 0xfa}), "non-canonical integer");               // -5 as two bytes
   ExpectInvalid(B({0x1d, 0x08}) + Rep(0xff, 8), "non-canonical big integer");  // 2^64-1 long form
-  ExpectInvalid(B({0x0b, 0xf7}) + Rep(0x00, 8), "non-canonical big integer");  // -(2^64-1) long form
+  ExpectInvalid(B({0x0b, 0xf7}) + Rep(0x00, 8),
+                "non-canonical big integer");  // -(2^64-1) long form
   ExpectInvalid(B({0x1d, 0x09, 0x00}) + Rep(0xff, 8), "non-canonical integer");
   ExpectInvalid(B({0x0b, 0xf6, 0xff}) + Rep(0x00, 8), "non-canonical integer");
   ExpectInvalid(B({0x1d}), "truncated integer");
@@ -352,7 +374,7 @@ TEST(TupleDecoding, RejectsOverlongAndOutOfRangeUtf8) {
   ExpectInvalid(B({0x02, 0xf0, 0x80, 0x80, 0x80, 0x00}), "invalid UTF-8");  // overlong
   ExpectInvalid(B({0x02, 0xf4, 0x90, 0x80, 0x80, 0x00}), "invalid UTF-8");  // > U+10FFFF
   ExpectInvalid(B({0x02, 0xf5, 0x80, 0x80, 0x80, 0x00}), "invalid UTF-8");
-  ExpectInvalid(B({0x02, 0xe4, 0xb8, 0x00}), "invalid UTF-8");              // cut short
+  ExpectInvalid(B({0x02, 0xe4, 0xb8, 0x00}), "invalid UTF-8");  // cut short
   // Byte strings are not checked.
   EXPECT_EQ(Tuple::unpack(B({0x01, 0xc0, 0x80, 0x00})).get_bytes(0).data, B({0xc0, 0x80}));
 }
@@ -415,7 +437,7 @@ TEST(TupleAccess, TypedGettersReturnValuesAndRejectOtherTypes) {
   expect_invalid([&] { t.get_tuple(0); });
   expect_invalid([&] { t.get_int(11); });
   expect_invalid([&] { t.is_null(11); });
-  EXPECT_THROW(t[11], std::out_of_range);
+  expect_invalid([&] { (void)t[11]; });
 }
 
 TEST(TupleAccess, ExtendFlattensAndAppendNests) {
@@ -429,7 +451,8 @@ TEST(TupleAccess, ExtendFlattensAndAppendNests) {
   EXPECT_EQ(nested.get_tuple(2), b);
   a.extend(a);
   EXPECT_EQ(a.size(), 6u);
-  EXPECT_EQ(a.pack(), Tuple().append(1).append(2).append("x").pack() + Tuple().append(1).append(2).append("x").pack());
+  EXPECT_EQ(a.pack(), Tuple().append(1).append(2).append("x").pack() +
+                          Tuple().append(1).append(2).append("x").pack());
 }
 
 TEST(TupleAccess, PackIntoAppendsToExistingBytes) {
@@ -439,7 +462,14 @@ TEST(TupleAccess, PackIntoAppendsToExistingBytes) {
 }
 
 TEST(TupleToString, MatchesPythonLikeRepr) {
-  EXPECT_EQ(Tuple().append("P").append(3).append(Bytes(B({1}))).append(1.5).append(true).append(nullptr).to_string(),
+  EXPECT_EQ(Tuple()
+                .append("P")
+                .append(3)
+                .append(Bytes(B({1})))
+                .append(1.5)
+                .append(true)
+                .append(nullptr)
+                .to_string(),
             "(\"P\", 3, b\"\\x01\", 1.5, true, None)");
   EXPECT_EQ(Tuple().to_string(), "()");
   EXPECT_EQ(T1(1).to_string(), "(1,)");
@@ -511,7 +541,8 @@ TEST(TupleOrder, FollowsTypeCodesThenValues) {
   };
   for (size_t i = 0; i < sorted.size(); ++i) {
     for (size_t j = 0; j < sorted.size(); ++j) {
-      EXPECT_EQ((sorted[i] <=> sorted[j]), (i <=> j)) << sorted[i].to_string() << " vs " << sorted[j].to_string();
+      EXPECT_EQ((sorted[i] <=> sorted[j]), (i <=> j))
+          << sorted[i].to_string() << " vs " << sorted[j].to_string();
       EXPECT_EQ(sorted[i].pack().compare(sorted[j].pack()) < 0, i < j);
     }
   }
@@ -521,12 +552,14 @@ TEST(TupleOrder, PrefixSortsFirstAndNestedNullSortsBeforeEnd) {
   EXPECT_LT(Tuple().append("P").append(3), Tuple().append("P").append(3).append(7));
   EXPECT_LT(Tuple().append("P").append(3).append(7), Tuple().append("P").append(4));
   EXPECT_LT(T1(Tuple()), T1(T1(nullptr)));
-  EXPECT_LT(Tuple().append(T1(1)).append(5), Tuple().append(Tuple().append(1).append(nullptr)).append(0));
+  EXPECT_LT(Tuple().append(T1(1)).append(5),
+            Tuple().append(Tuple().append(1).append(nullptr)).append(0));
 }
 
 TEST(TupleOrder, EqualityIsEncodingEquality) {
   EXPECT_NE(T1(0.0), T1(-0.0));
-  EXPECT_EQ(T1(std::numeric_limits<double>::quiet_NaN()), T1(std::numeric_limits<double>::quiet_NaN()));
+  EXPECT_EQ(T1(std::numeric_limits<double>::quiet_NaN()),
+            T1(std::numeric_limits<double>::quiet_NaN()));
   EXPECT_NE(T1(1.0f), T1(1.0));
   EXPECT_NE(T1(1), T1(true));
   EXPECT_EQ(T1(Versionstamp::incomplete(1)), T1(Versionstamp::incomplete(1)));
@@ -559,8 +592,12 @@ TEST(TupleProperty, TupleOrderEqualsPackedByteOrder) {
     Tuple a = gen.Make(2, 4);
     Tuple b;
     switch (gen.Uniform(4)) {
-      case 0: b = gen.Make(2, 4); break;
-      case 1: b = a; break;  // equal
+      case 0:
+        b = gen.Make(2, 4);
+        break;
+      case 1:
+        b = a;
+        break;   // equal
       case 2: {  // a prefix of a, then random elements
         const size_t keep = gen.Uniform(a.size() + 1);
         for (size_t k = 0; k < keep; ++k) std::visit([&](const auto& v) { b.append(v); }, a[k]);

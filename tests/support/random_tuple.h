@@ -37,7 +37,9 @@ class RandomTuples {
  public:
   explicit RandomTuples(std::uint64_t seed) : rng_(seed) {}
 
-  std::uint64_t Uniform(std::uint64_t n) { return std::uniform_int_distribution<std::uint64_t>(0, n - 1)(rng_); }
+  std::uint64_t Uniform(std::uint64_t n) {
+    return std::uniform_int_distribution<std::uint64_t>(0, n - 1)(rng_);
+  }
   std::uint64_t Bits() { return rng_(); }
   std::mt19937_64& rng() { return rng_; }
 
@@ -55,9 +57,15 @@ class RandomTuples {
     const std::uint64_t n = Uniform(max_len + 1);
     for (std::uint64_t i = 0; i < n; ++i) {
       switch (Uniform(4)) {
-        case 0: s.push_back('\0'); break;
-        case 1: s.push_back('\xff'); break;
-        default: s.push_back(static_cast<char>(Uniform(256))); break;
+        case 0:
+          s.push_back('\0');
+          break;
+        case 1:
+          s.push_back('\xff');
+          break;
+        default:
+          s.push_back(static_cast<char>(Uniform(256)));
+          break;
       }
     }
     return s;
@@ -69,11 +77,21 @@ class RandomTuples {
     for (std::uint64_t i = 0; i < n; ++i) {
       std::uint32_t cp;
       switch (Uniform(5)) {
-        case 0: cp = 0; break;
-        case 1: cp = static_cast<std::uint32_t>(Uniform(0x80)); break;
-        case 2: cp = static_cast<std::uint32_t>(0x80 + Uniform(0x800 - 0x80)); break;
-        case 3: cp = static_cast<std::uint32_t>(0x800 + Uniform(0xd800 - 0x800)); break;
-        default: cp = static_cast<std::uint32_t>(0x10000 + Uniform(0x110000 - 0x10000)); break;
+        case 0:
+          cp = 0;
+          break;
+        case 1:
+          cp = static_cast<std::uint32_t>(Uniform(0x80));
+          break;
+        case 2:
+          cp = static_cast<std::uint32_t>(0x80 + Uniform(0x800 - 0x80));
+          break;
+        case 3:
+          cp = static_cast<std::uint32_t>(0x800 + Uniform(0xd800 - 0x800));
+          break;
+        default:
+          cp = static_cast<std::uint32_t>(0x10000 + Uniform(0x110000 - 0x10000));
+          break;
       }
       AppendUtf8(s, cp);
     }
@@ -84,8 +102,10 @@ class RandomTuples {
   // built as a BigInt so that append() normalises it to int64 / uint64 / BigInt.
   BigInt EdgeInt() {
     const std::uint64_t k = Uniform(10);
-    std::uint64_t m = k == 0 ? 0 : k < 8 ? std::uint64_t{1} << (8 * k) : k == 8 ? std::uint64_t{1} << 63
-                                                                                : ~std::uint64_t{0};
+    std::uint64_t m = k == 0   ? 0
+                      : k < 8  ? std::uint64_t{1} << (8 * k)
+                      : k == 8 ? std::uint64_t{1} << 63
+                               : ~std::uint64_t{0};
     m = m + Uniform(5) - 2;  // modular: near 0 this wraps to near 2^64, also a boundary
     BigInt b;
     b.negative = Uniform(2) == 1;
@@ -95,18 +115,31 @@ class RandomTuples {
 
   void AppendRandom(Tuple& t, int depth) {
     switch (Uniform(depth > 0 ? 14 : 13)) {
-      case 0: t.append(nullptr); break;
-      case 1: t.append(Bytes(RawBytes(12))); break;
-      case 2: t.append(Utf8(8)); break;
-      case 3: t.append(EdgeInt()); break;
-      case 4: t.append(static_cast<std::int64_t>(Bits() >> Uniform(64))); break;
-      case 5: t.append(Bits() | (std::uint64_t{1} << 63)); break;  // uint64 above INT64_MAX
+      case 0:
+        t.append(nullptr);
+        break;
+      case 1:
+        t.append(Bytes(RawBytes(12)));
+        break;
+      case 2:
+        t.append(Utf8(8));
+        break;
+      case 3:
+        t.append(EdgeInt());
+        break;
+      case 4:
+        t.append(static_cast<std::int64_t>(Bits() >> Uniform(64)));
+        break;
+      case 5:
+        t.append(Bits() | (std::uint64_t{1} << 63));
+        break;  // uint64 above INT64_MAX
       case 6: {
         BigInt b;
         b.negative = Uniform(2) == 1;
         // 8-byte negatives beyond -2^63 and 9..20 byte magnitudes, sometimes at the extremes.
         const std::uint64_t len = b.negative && Uniform(3) == 0 ? 8 : 9 + Uniform(12);
-        for (std::uint64_t i = 0; i < len; ++i) b.magnitude.push_back(static_cast<char>(Uniform(256)));
+        for (std::uint64_t i = 0; i < len; ++i)
+          b.magnitude.push_back(static_cast<char>(Uniform(256)));
         if (Uniform(4) == 0) b.magnitude.assign(len, '\xff');
         if (Uniform(4) == 0) b.magnitude.assign(len, '\0');
         b.magnitude[0] = static_cast<char>(static_cast<std::uint8_t>(b.magnitude[0]) | 0x80);
@@ -114,10 +147,19 @@ class RandomTuples {
         t.append(b);
         break;
       }
-      case 7: t.append(std::bit_cast<float>(static_cast<std::uint32_t>(Bits()))); break;
-      case 8: t.append(std::bit_cast<double>(Bits())); break;
+      case 7:
+        t.append(std::bit_cast<float>(static_cast<std::uint32_t>(Bits())));
+        break;
+      case 8:
+        t.append(std::bit_cast<double>(Bits()));
+        break;
       case 9: {
-        static constexpr double kSpecial[] = {0.0, -0.0, 1.5, -1.5, 1e300, -1e-300,
+        static constexpr double kSpecial[] = {0.0,
+                                              -0.0,
+                                              1.5,
+                                              -1.5,
+                                              1e300,
+                                              -1e-300,
                                               std::numeric_limits<double>::infinity(),
                                               -std::numeric_limits<double>::infinity(),
                                               std::numeric_limits<double>::quiet_NaN(),
@@ -130,7 +172,9 @@ class RandomTuples {
         }
         break;
       }
-      case 10: t.append(Uniform(2) == 1); break;
+      case 10:
+        t.append(Uniform(2) == 1);
+        break;
       case 11: {
         Uuid u;
         for (auto& b : u.bytes) b = static_cast<std::uint8_t>(Uniform(Uniform(2) ? 256 : 2) * 0xff);
@@ -145,7 +189,9 @@ class RandomTuples {
         t.append(v);
         break;
       }
-      default: t.append(Make(depth - 1, 4)); break;
+      default:
+        t.append(Make(depth - 1, 4));
+        break;
     }
   }
 
