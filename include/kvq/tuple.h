@@ -2,7 +2,8 @@
 //
 // A Tuple is an ordered list of typed elements. pack() turns it into bytes whose lexicographic
 // order is the tuple order, so tuples make good keys: ("P", 3, 7) sorts between ("P", 3) and
-// ("P", 4). The bytes are exactly FoundationDB's, so any FDB binding's tuple decoder reads kvq keys.
+// ("P", 4). The bytes are exactly FoundationDB's, so any FDB binding's tuple decoder reads kvq
+// keys.
 //
 // Example:
 //   kvq::Tuple t;

@@ -103,6 +103,14 @@ inline double DoubleFromKey(std::uint64_t key) {
                                                              : ~key);
 }
 
+static_assert(std::is_same_v<std::variant_alternative_t<1, TupleElement>, Bytes> &&
+                  std::is_same_v<std::variant_alternative_t<2, TupleElement>, std::string> &&
+                  std::is_same_v<std::variant_alternative_t<5, TupleElement>, BigInt> &&
+                  std::is_same_v<std::variant_alternative_t<9, TupleElement>, Uuid> &&
+                  std::is_same_v<std::variant_alternative_t<10, TupleElement>, Versionstamp> &&
+                  std::is_same_v<std::variant_alternative_t<11, TupleElement>, Tuple>,
+              "EstimateSize switches on these alternative indices");
+
 // Upper bound-ish size of the encoding (exact except for escaped zero bytes), for reserve().
 std::size_t EstimateSize(const std::vector<TupleElement>& elements) {
   std::size_t n = 0;

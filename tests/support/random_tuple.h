@@ -177,7 +177,10 @@ class RandomTuples {
         break;
       case 11: {
         Uuid u;
-        for (auto& b : u.bytes) b = static_cast<std::uint8_t>(Uniform(Uniform(2) ? 256 : 2) * 0xff);
+        // Random bytes or only 0x00 / 0xff bytes (extremes of the order).
+        const bool extremes = Uniform(2) == 1;
+        for (auto& b : u.bytes)
+          b = static_cast<std::uint8_t>(extremes ? Uniform(2) * 0xff : Uniform(256));
         t.append(u);
         break;
       }
