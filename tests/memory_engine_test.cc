@@ -2,6 +2,8 @@
 // versioned reads, garbage collection, and bounded memory under a long queue churn.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,6 +110,76 @@ TEST(MemoryEngine, AnOpenTransactionPinsItsVersionUntilReleased) {
   reader.reset();
   db.run([](Transaction& tr) { tr.set("k", "last"); });
   EXPECT_LE(raw->entry_count(), 2u);
+}
+
+// A real MemoryStore whose apply() waits at a gate, so commits pile up behind a batch in flight.
+class GatedStore final : public txn::VersionedStore {
+ public:
+  Version latest_version() const override { return inner_.latest_version(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override { return inner_.snapshot(); }
+  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++applies_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+    }
+    inner_.apply(version, writes);
+  }
+  void forget_before(Version version) override { inner_.forget_before(version); }
+  void wait_for_first_apply() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return applies_ > 0; });
+  }
+  void open_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  MemoryStore inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int applies_ = 0;
+  bool open_ = false;
+};
+
+TEST(Pipeline, CommitsArrivingDuringABatchAreGroupedIntoTheNextBatch) {
+  auto store = std::make_unique<GatedStore>();
+  GatedStore* gate = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "gated");
+  std::thread first([&] { db.run([](Transaction& tr) { tr.set("first", "1"); }); });
+  gate->wait_for_first_apply();  // batch 1 is in flight and blocked
+  const int kWaiting = 7;
+  std::vector<std::thread> others;
+  for (int i = 0; i < kWaiting; ++i) {
+    others.emplace_back([&, i] { db.run([&](Transaction& tr) { tr.set("k" + std::to_string(i), "v"); }); });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let them queue up
+  gate->open_gate();
+  first.join();
+  for (auto& t : others) t.join();
+  DatabaseStats stats = db.stats();
+  EXPECT_EQ(stats.commits, 1u + kWaiting);
+  EXPECT_LT(stats.commit_batches, stats.commits) << "queued commits share batches";
+  EXPECT_EQ(db.run([](Transaction& tr) { return tr.get_range("", "\xff"); }).size(), 1u + kWaiting);
+}
+
+TEST(Pipeline, ClosingTheDatabaseFailsPendingWatches) {
+  Watch w;
+  {
+    auto db = open("memory:");
+    Transaction tr = db->create_transaction();
+    w = tr.watch("k");
+    tr.commit();
+  }
+  try {
+    w.wait_for(std::chrono::seconds(5));
+    FAIL() << "expected operation_cancelled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOperationCancelled);
+  }
 }
 
 TEST(Pipeline, RejectsBadOptions) {
