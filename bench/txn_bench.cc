@@ -19,7 +19,12 @@ struct Result {
   std::string workload;
   int threads;
   double tx_per_s;
-  std::uint64_t batches;
+  double tx_per_batch;  // commits per commit batch (group commit); 0 for reads
+};
+
+struct Measured {
+  double tx_per_s;
+  std::uint64_t count;
 };
 
 std::string key(int thread, int i) {
@@ -27,7 +32,7 @@ std::string key(int thread, int i) {
 }
 
 template <typename Body>
-double measure(int threads, double seconds, Body body) {
+Measured measure(int threads, double seconds, Body body) {
   std::atomic<bool> go{false}, stop{false};
   std::vector<std::uint64_t> counts(static_cast<std::size_t>(threads) * 16, 0);
   std::vector<std::thread> pool;
@@ -53,7 +58,7 @@ double measure(int threads, double seconds, Body body) {
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::uint64_t total = 0;
   for (int t = 0; t < threads; ++t) total += counts[static_cast<std::size_t>(t) * 16];
-  return static_cast<double>(total) / elapsed;
+  return {static_cast<double>(total) / elapsed, total};
 }
 
 }  // namespace
@@ -80,31 +85,34 @@ int main(int argc, char** argv) {
   for (int threads : {1, 2, 4, 8}) {
     auto db = kvq::open(url);
     auto before = db->stats().commit_batches;
-    double w = measure(threads, seconds, [&](const std::string& k) {
+    Measured w = measure(threads, seconds, [&](const std::string& k) {
       db->run([&](kvq::Transaction& tr) { tr.set(k, value); });
     });
-    results.push_back({"set+commit", threads, w, db->stats().commit_batches - before});
-    double r = measure(threads, seconds, [&](const std::string& k) {
+    const auto batches = db->stats().commit_batches - before;
+    results.push_back({"set+commit", threads, w.tx_per_s,
+                       batches ? static_cast<double>(w.count) / static_cast<double>(batches) : 0});
+    Measured r = measure(threads, seconds, [&](const std::string& k) {
       db->run([&](kvq::Transaction& tr) { return tr.get(k); });
     });
-    results.push_back({"get", threads, r, 0});
+    results.push_back({"get", threads, r.tx_per_s, 0});
   }
   const unsigned cores = std::thread::hardware_concurrency();
   if (json) {
     std::printf("{\"url\": \"%s\", \"cores\": %u, \"seconds\": %.2f, \"results\": [", url.c_str(),
                 cores, seconds);
     for (std::size_t i = 0; i < results.size(); ++i) {
-      std::printf("%s{\"workload\": \"%s\", \"threads\": %d, \"tx_per_s\": %.0f, \"batches\": %llu}",
+      std::printf("%s{\"workload\": \"%s\", \"threads\": %d, \"tx_per_s\": %.0f, "
+                  "\"tx_per_batch\": %.2f}",
                   i ? ", " : "", results[i].workload.c_str(), results[i].threads,
-                  results[i].tx_per_s, static_cast<unsigned long long>(results[i].batches));
+                  results[i].tx_per_s, results[i].tx_per_batch);
     }
     std::printf("]}\n");
   } else {
     std::printf("%s, %u cores, %.1f s per point\n", url.c_str(), cores, seconds);
-    std::printf("%-12s %8s %14s %12s\n", "workload", "threads", "tx/s", "batches");
+    std::printf("%-12s %8s %14s %12s\n", "workload", "threads", "tx/s", "tx/batch");
     for (const Result& r : results) {
-      std::printf("%-12s %8d %14.0f %12llu\n", r.workload.c_str(), r.threads, r.tx_per_s,
-                  static_cast<unsigned long long>(r.batches));
+      std::printf("%-12s %8d %14.0f %12.2f\n", r.workload.c_str(), r.threads, r.tx_per_s,
+                  r.tx_per_batch);
     }
   }
   return 0;
