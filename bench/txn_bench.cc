@@ -101,10 +101,11 @@ int main(int argc, char** argv) {
     std::printf("{\"url\": \"%s\", \"cores\": %u, \"seconds\": %.2f, \"results\": [", url.c_str(),
                 cores, seconds);
     for (std::size_t i = 0; i < results.size(); ++i) {
-      std::printf("%s{\"workload\": \"%s\", \"threads\": %d, \"tx_per_s\": %.0f, "
-                  "\"tx_per_batch\": %.2f}",
-                  i ? ", " : "", results[i].workload.c_str(), results[i].threads,
-                  results[i].tx_per_s, results[i].tx_per_batch);
+      std::printf(
+          "%s{\"workload\": \"%s\", \"threads\": %d, \"tx_per_s\": %.0f, "
+          "\"tx_per_batch\": %.2f}",
+          i ? ", " : "", results[i].workload.c_str(), results[i].threads, results[i].tx_per_s,
+          results[i].tx_per_batch);
     }
     std::printf("]}\n");
   } else {

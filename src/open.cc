@@ -31,8 +31,8 @@ ParsedUrl parse_url(std::string_view url) {
   const std::size_t colon = url.find(':');
   if (colon == std::string_view::npos || colon == 0) invalid(url, "no scheme");
   for (char ch : url.substr(0, colon)) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' ||
-                    ch == '-' || ch == '.';
+    const bool ok =
+        (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.';
     if (!ok) invalid(url, "malformed scheme");
   }
   out.scheme = std::string(url.substr(0, colon));
@@ -89,8 +89,9 @@ std::shared_ptr<Database> open(std::string_view url) {
     return std::make_shared<Database>(engine::open_rocksdb(parsed.body, parsed.query),
                                       std::string(url));
 #else
-    throw Error(ErrorCode::kConnectionStringInvalid,
-                "'" + std::string(url) + "': this kvq was built without RocksDB (KVQ_WITH_ROCKSDB)");
+    throw Error(
+        ErrorCode::kConnectionStringInvalid,
+        "'" + std::string(url) + "': this kvq was built without RocksDB (KVQ_WITH_ROCKSDB)");
 #endif
   }
 

@@ -41,9 +41,8 @@ TEST_P(BankTest, ConcurrentTransfersPreserveTheTotal) {
   for (int a = 0; a < 2; ++a) {
     auditors.emplace_back([&, a] {
       while (!stop.load()) {
-        auto kvs = db->run([&](Transaction& tr) {
-          return tr.get_range("acct/", "acct0", {.snapshot = a == 0});
-        });
+        auto kvs = db->run(
+            [&](Transaction& tr) { return tr.get_range("acct/", "acct0", {.snapshot = a == 0}); });
         std::int64_t sum = 0;
         bool negative = false;
         for (const KeyValue& kv : kvs) {
