@@ -627,6 +627,31 @@ TEST_P(ConformanceTest, WatchWakesAWaitingThread) {
   EXPECT_TRUE(fired);
 }
 
+TEST_P(ConformanceTest, ManyWatchersFollowAWriterWithoutMissingTheLastChange) {
+  // Each watcher loops: read the counter, watch it, commit, wait. Whatever interleaving, every
+  // watcher must observe the final value (a watch armed on a stale value fires at once).
+  const int kWatchers = 4, kWrites = 200;
+  put("ctr", "0");
+  std::atomic<int> finished{0};
+  std::vector<std::thread> watchers;
+  for (int w = 0; w < kWatchers; ++w) {
+    watchers.emplace_back([&] {
+      for (;;) {
+        Transaction tr = db_->create_transaction();
+        std::string v = *tr.get("ctr");
+        if (v == std::to_string(kWrites)) break;
+        Watch watch = tr.watch("ctr");
+        tr.commit();
+        ASSERT_TRUE(watch.wait_for(20s)) << "watch never fired after seeing " << v;
+      }
+      ++finished;
+    });
+  }
+  for (int i = 1; i <= kWrites; ++i) put("ctr", std::to_string(i));
+  for (auto& t : watchers) t.join();
+  EXPECT_EQ(finished.load(), kWatchers);
+}
+
 // ---- transaction_too_old ----
 
 TEST_P(ConformanceTest, ReadVersionSupersededLongerThanTheMvccWindowIsTooOld) {
