@@ -83,6 +83,10 @@ std::shared_ptr<Database> open(std::string_view url) {
   }
 
   if (parsed.scheme == "rocksdb") {
+    if (parsed.body.empty()) {
+      throw Error(ErrorCode::kConnectionStringInvalid,
+                  "'" + std::string(url) + "': expected rocksdb:/path/to/dir");
+    }
 #ifdef KVQ_WITH_ROCKSDB
     // Dispatch point for the RocksDB engine: engine::open_rocksdb(path, query) returns a
     // std::shared_ptr<engine::Engine> (built with txn::make_pipeline_engine).
@@ -96,10 +100,14 @@ std::shared_ptr<Database> open(std::string_view url) {
   }
 
   if (parsed.scheme == "etcd") {
+    if (parsed.body.rfind("//", 0) != 0 || parsed.body.size() == 2) {
+      throw Error(ErrorCode::kConnectionStringInvalid,
+                  "'" + std::string(url) + "': expected etcd://host:port[,host:port]");
+    }
 #ifdef KVQ_WITH_ETCD
-    // Dispatch point for the etcd engine: engine::open_etcd(endpoints, query) where endpoints is
-    // the body after "//" ("host:port[,host:port]").
-    return std::make_shared<Database>(engine::open_etcd(parsed.body, parsed.query),
+    // Dispatch point for the etcd engine: engine::open_etcd(endpoints, query), endpoints being
+    // "host:port[,host:port]" (the body without its leading "//").
+    return std::make_shared<Database>(engine::open_etcd(parsed.body.substr(2), parsed.query),
                                       std::string(url));
 #else
     throw Error(ErrorCode::kConnectionStringInvalid,
