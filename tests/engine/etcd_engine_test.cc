@@ -238,6 +238,49 @@ TEST_F(EtcdEngineTest, AtomicAddsFromManyThreadsNeverConflictAndSumExactly) {
   EXPECT_EQ(engine_->begin()->get("counter"), le64(2 * kThreads * kAdds));
 }
 
+TEST_F(EtcdEngineTest, AtomicAddsStayExactAcrossFoldsSetsAndClears) {
+  auto add = [&](std::int64_t d) {
+    auto s = engine_->begin();
+    CommitRequest r;
+    r.mutations.push_back({MutationType::kAddValue, "c", le64(d)});
+    s->commit(r);
+  };
+  for (int i = 0; i < 150; ++i) add(1);
+  // Reads fold delta records into fewer ones; the value never changes by folding.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(engine_->begin()->get("c"), le64(150));
+  auto range = engine_->begin()->get_range("", "\xff", 0, false);
+  ASSERT_EQ(range.size(), 1u);
+  EXPECT_EQ(range[0], (KeyValue{"c", le64(150)}));
+  put("c", le64(1000));  // a set hides older deltas
+  add(5);
+  EXPECT_EQ(engine_->begin()->get("c"), le64(1005));
+  {
+    auto s = engine_->begin();
+    CommitRequest r;
+    r.mutations.push_back({MutationType::kClear, "c", ""});
+    s->commit(r);
+  }
+  EXPECT_EQ(engine_->begin()->get("c"), std::nullopt);
+  add(7);
+  EXPECT_EQ(engine_->begin()->get("c"), le64(7));
+}
+
+TEST_F(EtcdEngineTest, ReadOfCounterConflictsWithLaterBlindAdd) {
+  auto s = engine_->begin();
+  EXPECT_EQ(s->get("n"), std::nullopt);
+  {
+    auto a = engine_->begin();
+    CommitRequest r;
+    r.mutations.push_back({MutationType::kAddValue, "n", le64(1)});
+    a->commit(r);
+  }
+  CommitRequest r;
+  r.read_version = s->read_version();
+  r.read_conflicts.push_back(single("n"));
+  r.mutations.push_back({MutationType::kSet, "x", "y"});
+  EXPECT_THROW(s->commit(r), Error);
+}
+
 TEST_F(EtcdEngineTest, AtomicAddAfterSetInSameTransactionUsesTheSetValue) {
   put("n", le64(100));
   auto s = engine_->begin();

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <charconv>
 #include <condition_variable>
+#include <cstring>
+#include <random>
 #include <list>
 #include <map>
 #include <mutex>
@@ -153,11 +155,6 @@ std::string key_after(std::string_view key) {
   return out;
 }
 
-bool is_single_key(const KeyRange& r) {
-  return r.end.size() == r.begin.size() + 1 && r.end.back() == '\0' &&
-         std::string_view(r.end).substr(0, r.begin.size()) == r.begin;
-}
-
 // Sorted, merged (overlapping or touching) copy of `ranges`, empty ones dropped.
 std::vector<KeyRange> merge_ranges(std::vector<KeyRange> ranges) {
   std::erase_if(ranges, [](const KeyRange& r) { return r.begin >= r.end; });
@@ -180,16 +177,15 @@ std::vector<KeyRange> merge_ranges(std::vector<KeyRange> ranges) {
 struct Collapsed {
   std::map<std::string, std::optional<std::string>> final_values;  // key -> value (nullopt: delete)
   std::vector<KeyRange> cleared;                                   // merged clear ranges
-  std::set<std::string> needs_base;  // keys with atomic adds on a value not known yet
+  // key -> operand to add to its committed value (written as a delta record: no read, no pin).
+  std::map<std::string, std::string> deltas;
   bool needs_stamp = false;
 };
 
-// Collapses `mutations` (in order). `bases`: committed values of keys with pending adds (absent
-// entries stay unresolved, listed in needs_base). `stamp`: the 10-byte versionstamp ("" = none
-// yet; versionstamped ops are then only noted in needs_stamp).
-Collapsed collapse(const std::vector<Mutation>& mutations,
-                   const std::map<std::string, std::optional<std::string>>& bases,
-                   const std::string& stamp) {
+// Collapses `mutations` (in order). `stamp`: the 10-byte versionstamp ("" = none yet;
+// versionstamped ops are then only noted in needs_stamp). Throws unsupported_operation for
+// atomic adds of different operand lengths on one key whose value is not known.
+Collapsed collapse(const std::vector<Mutation>& mutations, const std::string& stamp) {
   struct State {
     bool known = false;  // value below is the final value
     std::optional<std::string> value;
@@ -210,29 +206,26 @@ Collapsed collapse(const std::vector<Mutation>& mutations,
     if (covered(key)) s.known = true;  // cleared earlier in this transaction: absent
     return keys.emplace(key, std::move(s)).first->second;
   };
+  auto set = [&](const std::string& key, std::optional<std::string> value) {
+    State& s = state_of(key);
+    s.known = true;
+    s.value = std::move(value);
+    s.pending.clear();
+  };
   Collapsed out;
   for (const Mutation& m : mutations) {
     switch (m.type) {
-      case MutationType::kSet: {
-        State& s = state_of(m.param1);
-        s.known = true;
-        s.value = m.param2;
-        s.pending.clear();
+      case MutationType::kSet:
+        set(m.param1, m.param2);
         break;
-      }
-      case MutationType::kClear: {
-        State& s = state_of(m.param1);
-        s.known = true;
-        s.value.reset();
-        s.pending.clear();
+      case MutationType::kClear:
+        set(m.param1, std::nullopt);
         break;
-      }
-      case MutationType::kClearRange: {
+      case MutationType::kClearRange:
         if (m.param1 >= m.param2) break;
         keys.erase(keys.lower_bound(m.param1), keys.lower_bound(m.param2));
         cleared.push_back({m.param1, m.param2});
         break;
-      }
       case MutationType::kAddValue: {
         State& s = state_of(m.param1);
         if (s.known) {
@@ -242,24 +235,14 @@ Collapsed collapse(const std::vector<Mutation>& mutations,
         }
         break;
       }
-      case MutationType::kSetVersionstampedKey: {
+      case MutationType::kSetVersionstampedKey:
         out.needs_stamp = true;
-        if (stamp.empty()) break;
-        State& s = state_of(apply_stamp(m.param1, stamp));
-        s.known = true;
-        s.value = m.param2;
-        s.pending.clear();
+        if (!stamp.empty()) set(apply_stamp(m.param1, stamp), m.param2);
         break;
-      }
-      case MutationType::kSetVersionstampedValue: {
+      case MutationType::kSetVersionstampedValue:
         out.needs_stamp = true;
-        if (stamp.empty()) break;
-        State& s = state_of(m.param1);
-        s.known = true;
-        s.value = apply_stamp(m.param2, stamp);
-        s.pending.clear();
+        if (!stamp.empty()) set(m.param1, apply_stamp(m.param2, stamp));
         break;
-      }
     }
   }
   out.cleared = merge_ranges(std::move(cleared));
@@ -268,18 +251,138 @@ Collapsed collapse(const std::vector<Mutation>& mutations,
       out.final_values.emplace(key, std::move(s.value));
       continue;
     }
-    auto base = bases.find(key);
-    if (base == bases.end()) {
-      out.needs_base.insert(key);
-      continue;
+    // Adds on an unknown value: one delta, the operands summed (all must have one length).
+    std::optional<std::string> sum;
+    for (const std::string& operand : s.pending) {
+      if (sum && sum->size() != operand.size()) {
+        throw Error(ErrorCode::kUnsupportedOperation,
+                    "etcd: atomic adds with operands of different lengths on one key in one "
+                    "transaction");
+      }
+      sum = add_le(sum, operand);
     }
-    std::optional<std::string> v = base->second;
-    for (const std::string& operand : s.pending) v = add_le(v, operand);
-    out.final_values.emplace(key, std::move(v));
+    out.deltas.emplace(key, std::move(*sum));
   }
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Key layout in etcd. A kvq key k is stored at  prefix + enc(k), where enc escapes 0x00 as
+// 0x00 0xff and appends the terminator 0x00 0x00 (order-preserving and prefix-free, as FDB's
+// tuple byte strings). Atomic adds whose base value the transaction does not know are written
+// blind as delta records  prefix + enc(k) + 16 random bytes  holding the operand; a read of k
+// returns the base value plus, in commit order, the deltas newer than the base (a set writes a
+// new base and so hides older deltas; a clear deletes the base and its deltas). So the base and
+// deltas of k form one contiguous etcd range, and kvq range [b, e) is etcd range
+// [prefix + enc(b), prefix + enc(e)). Deltas are folded into the base now and then.
+
+std::string encode_key(std::string_view prefix, std::string_view key) {
+  std::string out(prefix);
+  out.reserve(prefix.size() + key.size() + 2);
+  for (char c : key) {
+    out.push_back(c);
+    if (c == '\0') out.push_back('\xff');
+  }
+  out.push_back('\0');
+  out.push_back('\0');
+  return out;
+}
+
+// The end of k's group (base + deltas): enc(k) with its last byte 0x00 -> 0x01.
+std::string group_end(std::string encoded) {
+  encoded.back() = '\x01';
+  return encoded;
+}
+
+struct DecodedKey {
+  std::string key;
+  bool delta = false;
+};
+
+// Inverse of encode_key (after the prefix); nullopt for etcd keys kvq did not write this way.
+std::optional<DecodedKey> decode_key(std::string_view prefix, std::string_view etcd_key) {
+  if (etcd_key.substr(0, prefix.size()) != prefix) return std::nullopt;
+  std::string_view s = etcd_key.substr(prefix.size());
+  DecodedKey out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\0') {
+      out.key.push_back(s[i]);
+      continue;
+    }
+    if (i + 1 >= s.size()) return std::nullopt;
+    if (s[i + 1] == '\xff') {
+      out.key.push_back('\0');
+      ++i;
+      continue;
+    }
+    if (s[i + 1] != '\0') return std::nullopt;
+    std::size_t rest = s.size() - (i + 2);
+    if (rest != 0 && rest != 16) return std::nullopt;
+    out.delta = rest == 16;
+    return out;
+  }
+  return std::nullopt;
+}
+
+// The base and delta records of one kvq key, as read.
+struct Delta {
+  std::string etcd_key;
+  std::int64_t mod = 0;
+  std::string operand;
+};
+struct Group {
+  std::string key;
+  std::optional<std::pair<std::string, std::int64_t>> base;  // value, mod_revision
+  std::vector<Delta> deltas;
+
+  // True if `d` counts: written after the base (a set hides older deltas).
+  bool live(const Delta& d) const { return !base || d.mod > base->second; }
+
+  // The kvq value: base, plus the live deltas in commit order.
+  std::optional<std::string> value() const {
+    std::optional<std::string> v;
+    if (base) v = base->first;
+    std::vector<const Delta*> in_order;
+    for (const Delta& d : deltas) {
+      if (live(d)) in_order.push_back(&d);
+    }
+    std::sort(in_order.begin(), in_order.end(),
+              [](const Delta* a, const Delta* b) { return a->mod < b->mod; });
+    for (const Delta* d : in_order) v = add_le(v, d->operand);
+    return v;
+  }
+};
+
+// Groups etcd key-values (ascending or descending) into kvq keys, in the order met.
+std::vector<Group> group_kvs(std::string_view prefix,
+                             const google::protobuf::RepeatedPtrField<mvccpb::KeyValue>& kvs) {
+  std::vector<Group> out;
+  for (const mvccpb::KeyValue& kv : kvs) {
+    std::optional<DecodedKey> d = decode_key(prefix, kv.key());
+    if (!d) continue;
+    if (out.empty() || out.back().key != d->key) {
+      out.push_back(Group{});
+      out.back().key = d->key;
+    }
+    Group& g = out.back();
+    if (d->delta) {
+      g.deltas.push_back(Delta{kv.key(), kv.mod_revision(), kv.value()});
+    } else {
+      g.base.emplace(kv.value(), kv.mod_revision());
+    }
+  }
+  return out;
+}
+
+std::string random_delta_id() {
+  thread_local std::mt19937_64 gen(std::random_device{}() ^
+                                   std::hash<std::thread::id>()(std::this_thread::get_id()));
+  std::string out(16, '\0');
+  std::uint64_t a = gen(), b = gen();
+  std::memcpy(out.data(), &a, 8);
+  std::memcpy(out.data() + 8, &b, 8);
+  return out;
+}
 // ---------------------------------------------------------------------------------------------
 
 struct Endpoint {
@@ -326,9 +429,61 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
   ~EtcdEngineImpl() { stop_watches(); }
 
   const EtcdOptions& options() const { return opt_; }
-  std::string to_etcd(std::string_view key) const { return opt_.prefix + std::string(key); }
-  std::string from_etcd(const std::string& key) const { return key.substr(opt_.prefix.size()); }
-  std::string sequencer_key() const { return opt_.prefix + "\xff\xff\xff/kvq/versionstamp"; }
+  // etcd key of kvq key `key`'s base record; also the etcd bound of a kvq range bound `key`.
+  std::string to_etcd(std::string_view key) const { return encode_key(opt_.prefix, key); }
+  // The versionstamp sequencer (not an encoded key, so no kvq range ever contains it).
+  std::string sequencer_key() const { return opt_.prefix + "\xff\xff\xff\xff/versionstamp"; }
+
+  // Reads `key`'s group at the latest revision and, if it has at least `min_deltas` delta
+  // records, replaces up to 100 of them by one delta holding their sum (stale ones, older than
+  // the base, are just deleted), in one Txn pinning the base and every record folded, so it
+  // fails harmlessly if any of them moved meanwhile. Best effort: never throws.
+  void fold(const std::string& key, std::size_t min_deltas) {
+    try {
+      const std::string base_key = to_etcd(key);
+      pb::RangeRequest rr;
+      rr.set_key(base_key);
+      rr.set_range_end(group_end(base_key));
+      pb::RangeResponse resp = range(rr, "fold");
+      std::vector<Group> groups = group_kvs(opt_.prefix, resp.kvs());
+      if (groups.size() != 1 || groups[0].deltas.size() < min_deltas) return;
+      const Group& g = groups[0];
+      pb::TxnRequest txn;
+      pb::Compare* c = txn.add_compare();  // base unchanged (or still absent)
+      c->set_key(base_key);
+      c->set_target(pb::Compare::MOD);
+      c->set_result(pb::Compare::EQUAL);
+      c->set_mod_revision(g.base ? g.base->second : 0);
+      std::vector<const Delta*> live;
+      const std::size_t n = std::min<std::size_t>(g.deltas.size(), 100);
+      for (std::size_t i = 0; i < n; ++i) {
+        const Delta& d = g.deltas[i];
+        c = txn.add_compare();
+        c->set_key(d.etcd_key);
+        c->set_target(pb::Compare::MOD);
+        c->set_result(pb::Compare::EQUAL);
+        c->set_mod_revision(d.mod);
+        txn.add_success()->mutable_request_delete_range()->set_key(d.etcd_key);
+        if (g.live(d)) {
+          if (!live.empty() && live[0]->operand.size() != d.operand.size()) return;
+          live.push_back(&d);
+        }
+      }
+      if (!live.empty()) {
+        std::optional<std::string> sum;
+        for (const Delta* d : live) sum = add_le(sum, d->operand);
+        pb::PutRequest* put = txn.add_success()->mutable_request_put();
+        put->set_key(base_key + random_delta_id());
+        put->set_value(*sum);
+      }
+      grpc::ClientContext ctx;
+      set_deadline(ctx, opt_.rpc_timeout);
+      pb::TxnResponse out;
+      std::size_t i = preferred_.load();
+      endpoints_[i].kv->Txn(&ctx, txn, &out);  // failure just leaves the records for later
+    } catch (const Error&) {
+    }
+  }
 
   // Runs a read-only RPC with failover: `call(endpoint, ctx)` is tried on the preferred endpoint,
   // and on UNAVAILABLE / DEADLINE_EXCEEDED on the next ones, until the failover budget is spent.
@@ -503,12 +658,23 @@ void EtcdEngineImpl::run_watch(std::list<ActiveWatch>::iterator self, std::strin
     self->state.reset();
   };
   const std::string etcd_key = to_etcd(key);
+  // The current kvq value of `key` (base plus deltas), at the latest revision.
+  auto current_value = [&]() -> std::optional<std::string> {
+    pb::RangeRequest rr;
+    rr.set_key(etcd_key);
+    rr.set_range_end(group_end(etcd_key));
+    pb::RangeResponse resp = range(rr, "watch");
+    std::vector<Group> groups = group_kvs(opt_.prefix, resp.kvs());
+    if (groups.empty()) return std::nullopt;
+    return groups[0].value();
+  };
   try {
     std::size_t ep = preferred_.load() % endpoints_.size();
     auto stream = endpoints_[ep].watch->Watch(ctx.get());
     pb::WatchRequest request;
     auto* create = request.mutable_create_request();
     create->set_key(etcd_key);
+    create->set_range_end(group_end(etcd_key));  // the base and its delta records
     create->set_start_revision(version + 1);
     if (!stream->Write(request)) {
       grpc::Status s = stream->Finish();
@@ -520,12 +686,7 @@ void EtcdEngineImpl::run_watch(std::list<ActiveWatch>::iterator self, std::strin
       if (response.canceled()) {
         if (response.compact_revision() > 0) {
           // The start revision was compacted: compare with the current value instead.
-          pb::RangeRequest rr;
-          rr.set_key(etcd_key);
-          pb::RangeResponse current = range(rr, "watch");
-          std::optional<std::string> now;
-          if (current.kvs_size() > 0) now = current.kvs(0).value();
-          if (now != value_seen) {
+          if (current_value() != value_seen) {
             watch_fire(*state);
             break;
           }
@@ -535,16 +696,7 @@ void EtcdEngineImpl::run_watch(std::list<ActiveWatch>::iterator self, std::strin
         throw Error(ErrorCode::kConnectionFailed,
                     "etcd watch: cancelled by server: " + response.cancel_reason());
       }
-      bool fired = false;
-      for (const auto& event : response.events()) {
-        std::optional<std::string> now;
-        if (event.type() == mvccpb::Event::PUT) now = event.kv().value();
-        if (now != value_seen) {
-          fired = true;
-          break;
-        }
-      }
-      if (fired) {
+      if (response.events_size() > 0 && current_value() != value_seen) {
         watch_fire(*state);
         break;
       }
@@ -622,12 +774,14 @@ class EtcdSession : public Session {
 
   std::optional<std::string> get(std::string_view key) override {
     pb::RangeRequest request;
-    request.set_key(engine_->to_etcd(key));
+    const std::string base = engine_->to_etcd(key);
+    request.set_key(base);
+    request.set_range_end(group_end(base));
     pb::RangeResponse response = read(request, "get");
-    if (response.kvs_size() == 0) return std::nullopt;
-    const mvccpb::KeyValue& kv = response.kvs(0);
-    seen_[std::string(key)] = kv.mod_revision();
-    return kv.value();
+    std::vector<Group> groups = group_kvs(engine_->options().prefix, response.kvs());
+    if (groups.empty()) return std::nullopt;
+    if (groups[0].deltas.size() >= kFoldOnRead) engine_->fold(groups[0].key, kFoldOnRead);
+    return groups[0].value();
   }
 
   std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
@@ -636,21 +790,53 @@ class EtcdSession : public Session {
       read_version();
       return {};
     }
-    pb::RangeRequest request;
-    request.set_key(engine_->to_etcd(begin));
-    request.set_range_end(engine_->to_etcd(end));
-    if (limit > 0) request.set_limit(limit);
-    if (reverse) {
-      request.set_sort_order(pb::RangeRequest::DESCEND);
-      request.set_sort_target(pb::RangeRequest::KEY);
+    const std::string& prefix = engine_->options().prefix;
+    std::string from = engine_->to_etcd(begin);
+    std::string to = engine_->to_etcd(end);
+    // Pages of etcd records until `limit` whole kvq keys (base + all deltas) are in hand: a key
+    // is whole once a record of a later key (in scan order) has been seen or the range is done.
+    google::protobuf::RepeatedPtrField<mvccpb::KeyValue> kvs;
+    const int page = limit > 0 ? std::max(limit + 1, 16) : 0;
+    for (;;) {
+      pb::RangeRequest request;
+      request.set_key(from);
+      request.set_range_end(to);
+      if (page > 0) request.set_limit(page);
+      if (reverse) {
+        request.set_sort_order(pb::RangeRequest::DESCEND);
+        request.set_sort_target(pb::RangeRequest::KEY);
+      }
+      pb::RangeResponse response = read(request, "get_range");
+      const bool more = response.more() && response.kvs_size() > 0;
+      std::string last = response.kvs_size() > 0 ? response.kvs(response.kvs_size() - 1).key() : "";
+      for (mvccpb::KeyValue& kv : *response.mutable_kvs()) kvs.Add(std::move(kv));
+      if (!more) break;
+      if (limit > 0) {
+        int whole = 0;
+        std::string previous;
+        bool first = true;
+        for (const mvccpb::KeyValue& kv : kvs) {
+          std::optional<DecodedKey> d = decode_key(prefix, kv.key());
+          if (!d) continue;
+          if (first || d->key != previous) ++whole;
+          previous = d->key;
+          first = false;
+        }
+        if (whole > limit) break;  // limit whole keys plus the start of another
+      }
+      if (reverse) {
+        to = last;
+      } else {
+        from = key_after(last);
+      }
     }
-    pb::RangeResponse response = read(request, "get_range");
+    std::vector<Group> groups = group_kvs(prefix, kvs);
     std::vector<KeyValue> out;
-    out.reserve(response.kvs_size());
-    for (const mvccpb::KeyValue& kv : response.kvs()) {
-      std::string key = engine_->from_etcd(kv.key());
-      seen_[key] = kv.mod_revision();
-      out.push_back(KeyValue{std::move(key), kv.value()});
+    for (const Group& g : groups) {
+      std::optional<std::string> value = g.value();
+      if (!value) continue;
+      if (g.deltas.size() >= kFoldOnRead) engine_->fold(g.key, kFoldOnRead);
+      out.push_back(KeyValue{g.key, std::move(*value)});
       if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
     }
     return out;
@@ -665,40 +851,32 @@ class EtcdSession : public Session {
                       " compares, more than etcd's --max-txn-ops (" + std::to_string(max_ops) +
                       "); read fewer keys or use snapshot reads");
     }
-
-    std::map<std::string, std::optional<std::string>> bases;
-    std::map<std::string, std::int64_t> base_mods;  // etcd key -> mod_revision pinned
-    Collapsed first = collapse(request.mutations, bases, "");
-    const bool atomic = !first.needs_base.empty() || first.needs_stamp;
-    std::vector<std::string> pinned;  // etcd keys whose current value the commit depends on
-    for (const std::string& key : first.needs_base) pinned.push_back(engine_->to_etcd(key));
-    if (first.needs_stamp) pinned.push_back(engine_->sequencer_key());
-    if (static_cast<int>(pinned.size()) > max_ops) {
-      throw Error(ErrorCode::kTransactionTooLarge,
-                  "etcd: " + std::to_string(pinned.size()) +
-                      " atomic operations in one transaction, more than etcd's --max-txn-ops (" +
-                      std::to_string(max_ops) + ")");
+    const Collapsed first = collapse(request.mutations, "");
+    const std::string seq_key = engine_->sequencer_key();
+    // Versionstamps: a sequencer key read now, pinned by a compare and bumped by the commit.
+    std::optional<std::string> seq_value;
+    std::int64_t seq_mod = 0;
+    if (first.needs_stamp) {
+      pb::RangeRequest rr;
+      rr.set_key(seq_key);
+      pb::RangeResponse resp = engine_->range(rr, "versionstamp");
+      if (resp.kvs_size() > 0) {
+        seq_value = resp.kvs(0).value();
+        seq_mod = resp.kvs(0).mod_revision();
+      }
     }
-    std::map<std::string, std::pair<std::optional<std::string>, std::int64_t>> current;
-    if (atomic) current = read_current(pinned);
-
     for (int attempt = 0;; ++attempt) {
       std::string stamp;
       std::uint64_t sequence = 0;
-      bases.clear();
-      for (const std::string& key : first.needs_base) {
-        bases[key] = current.at(engine_->to_etcd(key)).first;
-      }
       if (first.needs_stamp) {
-        const auto& seq = current.at(engine_->sequencer_key());
-        sequence = (seq.first ? from_be64(*seq.first) : 0) + 1;
+        sequence = (seq_value ? from_be64(*seq_value) : 0) + 1;
         stamp = be64(sequence) + std::string(2, '\0');
       }
-      Collapsed done = collapse(request.mutations, bases, stamp);
+      const Collapsed done = first.needs_stamp ? collapse(request.mutations, stamp) : first;
       std::vector<pb::RequestOp> ops = write_ops(done);
       if (first.needs_stamp) {
         pb::RequestOp op;
-        op.mutable_request_put()->set_key(engine_->sequencer_key());
+        op.mutable_request_put()->set_key(seq_key);
         op.mutable_request_put()->set_value(be64(sequence));
         ops.push_back(std::move(op));
       }
@@ -710,20 +888,18 @@ class EtcdSession : public Session {
       }
 
       pb::TxnRequest txn;
-      for (pb::Compare& c : conflicts) *txn.add_compare() = c;
-      if (!atomic) {
+      for (const pb::Compare& c : conflicts) *txn.add_compare() = c;
+      if (!first.needs_stamp) {
         for (pb::RequestOp& op : ops) *txn.add_success() = std::move(op);
       } else {
+        // Nested: if only the sequencer moved, the inner Txn fails and returns its new value.
         pb::TxnRequest* inner = txn.add_success()->mutable_request_txn();
-        for (const std::string& key : pinned) {
-          pb::Compare* c = inner->add_compare();
-          c->set_key(key);
-          c->set_target(pb::Compare::MOD);
-          c->set_result(pb::Compare::EQUAL);
-          c->set_mod_revision(current.at(key).second);
-          pb::RequestOp* reread = inner->add_failure();
-          reread->mutable_request_range()->set_key(key);
-        }
+        pb::Compare* c = inner->add_compare();
+        c->set_key(seq_key);
+        c->set_target(pb::Compare::MOD);
+        c->set_result(pb::Compare::EQUAL);
+        c->set_mod_revision(seq_mod);
+        inner->add_failure()->mutable_request_range()->set_key(seq_key);
         for (pb::RequestOp& op : ops) *inner->add_success() = std::move(op);
       }
 
@@ -732,26 +908,27 @@ class EtcdSession : public Session {
         throw Error(ErrorCode::kNotCommitted,
                     "etcd: a key this transaction read was written after its read version");
       }
-      if (atomic) {
+      if (first.needs_stamp) {
         const pb::TxnResponse& inner = response.responses(0).response_txn();
         if (!inner.succeeded()) {
-          // Only the values pinned for atomic ops moved: take the fresh ones and go again.
           if (attempt >= 1000) {
-            throw Error(ErrorCode::kNotCommitted, "etcd: atomic operations kept being overtaken");
+            throw Error(ErrorCode::kNotCommitted, "etcd: versionstamp sequencer kept moving");
           }
-          for (int i = 0; i < inner.responses_size(); ++i) {
-            const pb::RangeResponse& rr = inner.responses(i).response_range();
-            auto& slot = current[pinned[i]];
-            if (rr.kvs_size() > 0) {
-              slot = {rr.kvs(0).value(), rr.kvs(0).mod_revision()};
-            } else {
-              slot = {std::nullopt, 0};
-            }
+          const pb::RangeResponse& rr = inner.responses(0).response_range();
+          seq_value.reset();
+          seq_mod = 0;
+          if (rr.kvs_size() > 0) {
+            seq_value = rr.kvs(0).value();
+            seq_mod = rr.kvs(0).mod_revision();
           }
           continue;
         }
       }
       engine_->count_batch();
+      // Keep delta records few: now and then fold a key this commit added to.
+      for (const auto& [key, operand] : done.deltas) {
+        if (fold_dice()) engine_->fold(key, kFoldOnCommit);
+      }
       CommitResult result;
       result.version = response.header().revision();
       result.versionstamp =
@@ -762,7 +939,18 @@ class EtcdSession : public Session {
   }
 
  private:
-  // A read at this session's revision (the first read fixes the revision).
+  // A read folds a key with this many delta records; a commit that added to a key folds it (if
+  // it has kFoldOnCommit records) with probability 1/64, so fold Txns stay rare.
+  static constexpr std::size_t kFoldOnRead = 32;
+  static constexpr std::size_t kFoldOnCommit = 16;
+
+  static bool fold_dice() {
+    thread_local std::mt19937 gen(std::random_device{}());
+    return gen() % 64 == 0;
+  }
+
+  // A read at this session's revision (the first read fixes the revision). Records every etcd
+  // record seen, for the deletion compares at commit.
   pb::RangeResponse read(pb::RangeRequest& request, std::string_view what) {
     if (revision_ >= 0) {
       request.set_revision(revision_);
@@ -770,6 +958,7 @@ class EtcdSession : public Session {
     }
     pb::RangeResponse response = engine_->range(request, what);
     if (revision_ < 0) revision_ = response.header().revision();
+    for (const mvccpb::KeyValue& kv : response.kvs()) seen_[kv.key()] = kv.mod_revision();
     return response;
   }
 
@@ -778,66 +967,27 @@ class EtcdSession : public Session {
     std::vector<pb::Compare> out;
     if (request.read_version < 0 || request.read_conflicts.empty()) return out;
     const Version rv = request.read_version;
-    std::set<std::string> pinned_keys;
-    auto pin_seen = [&](const std::string& key, std::int64_t mod) {
-      if (!pinned_keys.insert(key).second) return;
-      pb::Compare c;
-      c.set_key(engine_->to_etcd(key));
-      c.set_target(pb::Compare::MOD);
-      c.set_result(pb::Compare::EQUAL);
-      c.set_mod_revision(mod);
-      out.push_back(std::move(c));
-    };
     for (const KeyRange& r : merge_ranges(request.read_conflicts)) {
-      if (is_single_key(r)) {
-        auto it = seen_.find(r.begin);
-        if (it != seen_.end()) {
-          pin_seen(it->first, it->second);  // unchanged, not deleted, not re-created
-          continue;
-        }
-      }
-      pb::Compare c;  // no key in the range modified (or created) after the read version
-      c.set_key(engine_->to_etcd(r.begin));
-      if (!is_single_key(r)) c.set_range_end(engine_->to_etcd(r.end));
+      const std::string from = engine_->to_etcd(r.begin);
+      const std::string to = engine_->to_etcd(r.end);
+      pb::Compare c;  // no record in the range modified (or created) after the read version
+      c.set_key(from);
+      c.set_range_end(to);
       c.set_target(pb::Compare::MOD);
       c.set_result(pb::Compare::LESS);
       c.set_mod_revision(rv + 1);
       out.push_back(std::move(c));
-      // Deletions leave no key to compare: pin every key the transaction saw in the range.
-      for (auto it = seen_.lower_bound(r.begin); it != seen_.end() && it->first < r.end; ++it) {
-        pin_seen(it->first, it->second);
+      // Deletions leave nothing to compare: pin every record the transaction saw in the range.
+      for (auto it = seen_.lower_bound(from); it != seen_.end() && it->first < to; ++it) {
+        pb::Compare pin;
+        pin.set_key(it->first);
+        pin.set_target(pb::Compare::MOD);
+        pin.set_result(pb::Compare::EQUAL);
+        pin.set_mod_revision(it->second);
+        out.push_back(std::move(pin));
       }
     }
     return out;
-  }
-
-  // Current value and mod_revision of each etcd key, in one read-only Txn.
-  std::map<std::string, std::pair<std::optional<std::string>, std::int64_t>> read_current(
-      const std::vector<std::string>& keys) {
-    pb::TxnRequest txn;
-    for (const std::string& key : keys) txn.add_success()->mutable_request_range()->set_key(key);
-    pb::TxnResponse response;
-    grpc::Status s;
-    // Read-only Txns are safe to retry: use the read path's failover.
-    s = engine_read_txn(txn, &response);
-    if (!s.ok()) throw_rpc_error(s, "atomic read", /*commit=*/false);
-    std::map<std::string, std::pair<std::optional<std::string>, std::int64_t>> out;
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      const pb::RangeResponse& rr = response.responses(static_cast<int>(i)).response_range();
-      if (rr.kvs_size() > 0) {
-        out[keys[i]] = {rr.kvs(0).value(), rr.kvs(0).mod_revision()};
-      } else {
-        out[keys[i]] = {std::nullopt, 0};
-      }
-    }
-    return out;
-  }
-
-  grpc::Status engine_read_txn(const pb::TxnRequest& txn, pb::TxnResponse* response) {
-    return engine_->read_rpc([&](Endpoint& ep, grpc::ClientContext& ctx) {
-      response->Clear();
-      return ep.kv->Txn(&ctx, txn, response);
-    });
   }
 
   // put / delete_range ops for the collapsed writes: no key twice, no put inside a deleted range.
@@ -850,35 +1000,40 @@ class EtcdSession : public Session {
       --it;
       return key < it->end;
     };
+    auto delete_range = [&](std::string from, std::string to) {
+      if (from >= to) return;
+      pb::RequestOp op;
+      op.mutable_request_delete_range()->set_key(std::move(from));
+      op.mutable_request_delete_range()->set_range_end(std::move(to));
+      ops.push_back(std::move(op));
+    };
     for (const KeyRange& r : c.cleared) {
-      std::string from = r.begin;
+      std::string from = engine_->to_etcd(r.begin);
       for (auto it = c.final_values.lower_bound(r.begin);
            it != c.final_values.end() && it->first < r.end; ++it) {
         if (!it->second) continue;  // a delete inside the range: covered by it
-        if (from < it->first) {
-          pb::RequestOp op;
-          op.mutable_request_delete_range()->set_key(engine_->to_etcd(from));
-          op.mutable_request_delete_range()->set_range_end(engine_->to_etcd(it->first));
-          ops.push_back(std::move(op));
-        }
-        from = key_after(it->first);
+        const std::string base = engine_->to_etcd(it->first);
+        delete_range(from, base);
+        from = base + std::string(1, '\0');  // the key's old deltas still go
       }
-      if (from < r.end) {
-        pb::RequestOp op;
-        op.mutable_request_delete_range()->set_key(engine_->to_etcd(from));
-        op.mutable_request_delete_range()->set_range_end(engine_->to_etcd(r.end));
-        ops.push_back(std::move(op));
-      }
+      delete_range(from, engine_->to_etcd(r.end));
     }
     for (const auto& [key, value] : c.final_values) {
-      pb::RequestOp op;
+      const std::string base = engine_->to_etcd(key);
       if (value) {
-        op.mutable_request_put()->set_key(engine_->to_etcd(key));
+        // A new base hides the key's older delta records.
+        pb::RequestOp op;
+        op.mutable_request_put()->set_key(base);
         op.mutable_request_put()->set_value(*value);
-      } else {
-        if (in_cleared(key)) continue;
-        op.mutable_request_delete_range()->set_key(engine_->to_etcd(key));
+        ops.push_back(std::move(op));
+      } else if (!in_cleared(key)) {
+        delete_range(base, group_end(base));
       }
+    }
+    for (const auto& [key, operand] : c.deltas) {
+      pb::RequestOp op;
+      op.mutable_request_put()->set_key(engine_->to_etcd(key) + random_delta_id());
+      op.mutable_request_put()->set_value(operand);
       ops.push_back(std::move(op));
     }
     return ops;
@@ -886,7 +1041,7 @@ class EtcdSession : public Session {
 
   std::shared_ptr<EtcdEngineImpl> engine_;
   Version revision_ = -1;
-  std::map<std::string, std::int64_t> seen_;  // key -> mod_revision as read
+  std::map<std::string, std::int64_t> seen_;  // etcd key -> mod_revision as read
 };
 
 bool parse_int(std::string_view text, long long& out) {
