@@ -13,7 +13,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <atomic>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -238,6 +241,50 @@ void EtcdCluster::wait_healthy(std::chrono::milliseconds timeout) const {
   if (leader(std::max(left, std::chrono::milliseconds(1000))) < 0) {
     throw std::runtime_error("etcd_cluster: no leader elected");
   }
+}
+
+EtcdCluster* shared_etcd_cluster(std::string* why) {
+  static std::mutex mu;
+  static std::unique_ptr<EtcdCluster> cluster;
+  static std::string failure;
+  std::lock_guard lock(mu);
+  if (!cluster && failure.empty()) {
+    try {
+      cluster = std::make_unique<EtcdCluster>(1);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  if (!cluster && why != nullptr) *why = failure;
+  return cluster.get();
+}
+
+std::string fresh_shared_etcd_url(const std::string& query, std::string* why) {
+  EtcdCluster* cluster = shared_etcd_cluster(why);
+  if (cluster == nullptr) return "";
+  static std::atomic<int> counter{0};
+  std::string q = "prefix=kvqtest-" + std::to_string(getpid()) + "-" +
+                  std::to_string(counter.fetch_add(1)) + "/";
+  if (!query.empty()) q += "&" + query;
+  return cluster->url(q);
+}
+
+}  // namespace kvq::testing
+
+#else  // !KVQ_WITH_ETCD
+
+namespace kvq::testing {
+
+bool EtcdCluster::available() { return false; }
+
+EtcdCluster* shared_etcd_cluster(std::string* why) {
+  if (why != nullptr) *why = "built without KVQ_WITH_ETCD";
+  return nullptr;
+}
+
+std::string fresh_shared_etcd_url(const std::string&, std::string* why) {
+  if (why != nullptr) *why = "built without KVQ_WITH_ETCD";
+  return "";
 }
 
 }  // namespace kvq::testing

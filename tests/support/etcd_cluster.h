@@ -66,6 +66,15 @@ class EtcdCluster {
   std::vector<std::string> extra_flags_;
 };
 
+// A 1-member cluster shared by the whole test process, started on first call and stopped at
+// exit; nullptr with `*why` set if etcd is not installed or does not start. Thread-safe.
+EtcdCluster* shared_etcd_cluster(std::string* why);
+
+// "etcd://..." on the shared cluster with a key prefix never used before in this process (so the
+// database is fresh and empty), plus the options `query` ("a=1&b=2", may be empty). Returns ""
+// with `*why` set if there is no cluster. Thread-safe.
+std::string fresh_shared_etcd_url(const std::string& query, std::string* why);
+
 }  // namespace kvq::testing
 
 #endif  // KVQ_TESTS_SUPPORT_ETCD_CLUSTER_H_

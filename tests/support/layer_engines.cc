@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kvq/error.h"
+#include "support/etcd_cluster.h"
 
 namespace kvq::testing {
 namespace {
@@ -49,12 +50,13 @@ std::vector<LayerEngine> layer_engines() {
                      }});
 #endif
   engines.push_back({"etcd", [](std::string* skip) -> std::shared_ptr<Database> {
+                       // $KVQ_TEST_ETCD_URL if set, else a 1-member etcd this test process
+                       // starts (tests/support/etcd_cluster.h) with a fresh key prefix.
                        const char* url = std::getenv("KVQ_TEST_ETCD_URL");
-                       if (!url || !*url) {
-                         *skip = "KVQ_TEST_ETCD_URL not set";
-                         return nullptr;
-                       }
-                       return try_open(url, skip);
+                       if (url && *url) return try_open(url, skip);
+                       std::string fresh = fresh_shared_etcd_url("", skip);
+                       if (fresh.empty()) return nullptr;
+                       return try_open(fresh, skip);
                      }});
   return engines;
 }

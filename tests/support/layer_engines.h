@@ -3,7 +3,8 @@
 // its tests skip.
 //   memory    always
 //   rocksdb   a fresh directory under $TMPDIR (if built with KVQ_WITH_ROCKSDB)
-//   etcd      $KVQ_TEST_ETCD_URL, if set (the tests use a fresh random subspace per test)
+//   etcd      $KVQ_TEST_ETCD_URL if set, else a real 1-member etcd started once per test
+//             process (skipped if etcd is not installed); fresh key prefix per database
 #ifndef KVQ_TESTS_SUPPORT_LAYER_ENGINES_H_
 #define KVQ_TESTS_SUPPORT_LAYER_ENGINES_H_
 

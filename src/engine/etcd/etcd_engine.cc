@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <condition_variable>
+#include <deque>
 #include <cstring>
 #include <random>
 #include <list>
@@ -426,7 +427,26 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
     }
   }
 
-  ~EtcdEngineImpl() { stop_watches(); }
+  ~EtcdEngineImpl() {
+    stop_watches();
+    stop_compactor();
+  }
+
+  // Starts the MVCC-window compactor if options().mvcc_window > 0.
+  void start_compactor() {
+    if (opt_.mvcc_window.count() <= 0) return;
+    compactor_ = std::thread([this] { run_compactor(); });
+  }
+
+  // Stops the compactor thread. Idempotent.
+  void stop_compactor() {
+    {
+      std::lock_guard lock(compactor_mu_);
+      compactor_stop_ = true;
+    }
+    compactor_cv_.notify_all();
+    if (compactor_.joinable()) compactor_.join();
+  }
 
   const EtcdOptions& options() const { return opt_; }
   // etcd key of kvq key `key`'s base record; also the etcd bound of a kvq range bound `key`.
@@ -574,6 +594,46 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
     return false;
   }
 
+  // Every window/4: notes the current revision; compacts to the newest revision noted at least
+  // one window ago.
+  void run_compactor() {
+    std::deque<std::pair<Clock::time_point, std::int64_t>> seen;
+    std::int64_t compacted = 0;
+    const auto period = std::max(opt_.mvcc_window / 4, std::chrono::milliseconds(5));
+    std::unique_lock lock(compactor_mu_);
+    while (!compactor_cv_.wait_for(lock, period, [&] { return compactor_stop_; })) {
+      lock.unlock();
+      try {
+        pb::RangeRequest rr;
+        rr.set_key(sequencer_key());
+        rr.set_count_only(true);
+        const std::int64_t rev = range(rr, "compactor").header().revision();
+        const auto now = Clock::now();
+        seen.emplace_back(now, rev);
+        std::int64_t target = 0;
+        while (!seen.empty() && now - seen.front().first >= opt_.mvcc_window) {
+          target = seen.front().second;
+          seen.pop_front();
+        }
+        if (target > compacted) {
+          pb::CompactionRequest req;
+          req.set_revision(target);
+          pb::CompactionResponse resp;
+          grpc::ClientContext ctx;
+          set_deadline(ctx, opt_.rpc_timeout);
+          grpc::Status s = endpoints_[preferred_.load()].kv->Compact(&ctx, req, &resp);
+          // "already compacted" (by someone else, further) is fine too.
+          if (s.ok() || s.error_message().find("compacted") != std::string::npos) {
+            compacted = target;
+          }
+        }
+      } catch (const Error&) {
+        // Unreachable cluster: try again next period.
+      }
+      lock.lock();
+    }
+  }
+
   void count_batch() { batches_.fetch_add(1, std::memory_order_relaxed); }
   std::uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
 
@@ -602,6 +662,11 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
   std::vector<Endpoint> endpoints_;
   std::atomic<std::size_t> preferred_{0};
   std::atomic<std::uint64_t> batches_{0};
+
+  std::mutex compactor_mu_;
+  std::condition_variable compactor_cv_;
+  bool compactor_stop_ = false;
+  std::thread compactor_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -856,10 +921,12 @@ class EtcdSession : public Session {
     // Versionstamps: a sequencer key read now, pinned by a compare and bumped by the commit.
     std::optional<std::string> seq_value;
     std::int64_t seq_mod = 0;
+    std::int64_t seq_floor = 0;  // stamps are above the revision seen when taking them
     if (first.needs_stamp) {
       pb::RangeRequest rr;
       rr.set_key(seq_key);
       pb::RangeResponse resp = engine_->range(rr, "versionstamp");
+      seq_floor = resp.header().revision();
       if (resp.kvs_size() > 0) {
         seq_value = resp.kvs(0).value();
         seq_mod = resp.kvs(0).mod_revision();
@@ -869,7 +936,8 @@ class EtcdSession : public Session {
       std::string stamp;
       std::uint64_t sequence = 0;
       if (first.needs_stamp) {
-        sequence = (seq_value ? from_be64(*seq_value) : 0) + 1;
+        sequence = std::max<std::uint64_t>((seq_value ? from_be64(*seq_value) : 0) + 1,
+                                           static_cast<std::uint64_t>(seq_floor) + 1);
         stamp = be64(sequence) + std::string(2, '\0');
       }
       const Collapsed done = first.needs_stamp ? collapse(request.mutations, stamp) : first;
@@ -889,6 +957,14 @@ class EtcdSession : public Session {
 
       pb::TxnRequest txn;
       for (const pb::Compare& c : conflicts) *txn.add_compare() = c;
+      if (!conflicts.empty()) {
+        // If the compares fail and the read version was compacted meanwhile, etcd answers this
+        // Range with "required revision has been compacted": transaction_too_old, as FDB.
+        pb::RangeRequest* probe = txn.add_failure()->mutable_request_range();
+        probe->set_key(seq_key);
+        probe->set_revision(request.read_version);
+        probe->set_count_only(true);
+      }
       if (!first.needs_stamp) {
         for (pb::RequestOp& op : ops) *txn.add_success() = std::move(op);
       } else {
@@ -915,6 +991,7 @@ class EtcdSession : public Session {
             throw Error(ErrorCode::kNotCommitted, "etcd: versionstamp sequencer kept moving");
           }
           const pb::RangeResponse& rr = inner.responses(0).response_range();
+          seq_floor = rr.header().revision();
           seq_value.reset();
           seq_mod = 0;
           if (rr.kvs_size() > 0) {
@@ -1102,13 +1179,15 @@ EtcdOptions parse_etcd_url(std::string_view url) {
     if (name == "prefix") {
       if (value.empty()) throw bad("prefix must not be empty");
       options.prefix = std::string(value);
-    } else if (name == "timeout_ms" || name == "failover_ms" || name == "max_txn_ops") {
+    } else if (name == "timeout_ms" || name == "failover_ms" || name == "max_txn_ops" ||
+               name == "mvcc_window_ms") {
       if (!parse_int(value, n) || n <= 0 || n > 86'400'000) {
         throw bad("option " + std::string(name) + " needs a positive integer");
       }
       if (name == "timeout_ms") options.rpc_timeout = std::chrono::milliseconds(n);
       if (name == "failover_ms") options.failover_budget = std::chrono::milliseconds(n);
       if (name == "max_txn_ops") options.max_txn_ops = static_cast<int>(n);
+      if (name == "mvcc_window_ms") options.mvcc_window = std::chrono::milliseconds(n);
     } else {
       throw bad("unknown option '" + std::string(name) + "'");
     }
@@ -1147,10 +1226,14 @@ EtcdEngine::EtcdEngine(EtcdOptions options) {
     for (const std::string& ep : impl_->options().endpoints) list += (list.empty() ? "" : ",") + ep;
     throw Error(ErrorCode::kConnectionFailed, "etcd: no endpoint of " + list + " answers");
   }
+  impl_->start_compactor();
 }
 
 EtcdEngine::~EtcdEngine() {
-  if (impl_) impl_->stop_watches();
+  if (impl_) {
+    impl_->stop_watches();
+    impl_->stop_compactor();
+  }
 }
 
 std::unique_ptr<Session> EtcdEngine::begin() { return std::make_unique<EtcdSession>(impl_); }
@@ -1169,3 +1252,18 @@ std::shared_ptr<Engine> open_etcd(std::string_view url) {
 }
 
 }  // namespace kvq::engine::etcd
+
+namespace kvq::engine {
+
+std::shared_ptr<Engine> open_etcd(const std::string& body,
+                                  const std::map<std::string, std::string>& query) {
+  std::string url = "etcd:" + body;
+  char sep = '?';
+  for (const auto& [key, value] : query) {
+    url += sep + key + "=" + value;
+    sep = '&';
+  }
+  return etcd::open_etcd(url);
+}
+
+}  // namespace kvq::engine

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,9 +46,15 @@ struct EtcdOptions {
   // The cluster's --max-txn-ops (URL option max_txn_ops=): a commit that needs more compares or
   // operations than this fails with transaction_too_large. Default 128 (etcd's default).
   int max_txn_ops = 128;
+  // If > 0 (URL option mvcc_window_ms=), the engine compacts the cluster's history older than
+  // this, so reads at older revisions get transaction_too_old, as FoundationDB's MVCC window.
+  // Compaction is cluster-wide. Default 0: kvq never compacts (use etcd's
+  // --auto-compaction-retention).
+  std::chrono::milliseconds mvcc_window{0};
 };
 
-// Parses "etcd://host:port[,host:port...][?prefix=P&timeout_ms=N&failover_ms=N&max_txn_ops=N]".
+// Parses "etcd://host:port[,host:port...][?prefix=P&timeout_ms=N&failover_ms=N&max_txn_ops=N
+// &mvcc_window_ms=N]".
 // Throws connection_string_invalid for anything malformed (no endpoint, bad port, unknown option).
 EtcdOptions parse_etcd_url(std::string_view url);
 
@@ -94,5 +101,14 @@ class EtcdEngine : public Engine {
 std::shared_ptr<Engine> open_etcd(std::string_view url);
 
 }  // namespace kvq::engine::etcd
+
+namespace kvq::engine {
+
+// As etcd::open_etcd, from kvq::open's split URL: `body` is "//host:port[,host:port...]" and
+// `query` the options (see etcd::parse_etcd_url).
+std::shared_ptr<Engine> open_etcd(const std::string& body,
+                                  const std::map<std::string, std::string>& query);
+
+}  // namespace kvq::engine
 
 #endif  // KVQ_SRC_ENGINE_ETCD_ETCD_ENGINE_H_
