@@ -8,7 +8,8 @@
 // at 1, 4 and 16 client threads. Starts its own 1-member etcd on free loopback ports (data on
 // $TMPDIR, --unsafe-no-fsync) unless --endpoints host:port[,...] is given.
 //
-// Usage: etcd_bench [--endpoints host:port,...] [--seconds S] [--clients 1,4,16] [--json]
+// Usage: etcd_bench [--endpoints host:port,...] [--seconds S] [--clients 1,4,16]
+//                   [--kvq-options fast_first_read=1] [--json]
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -91,6 +92,7 @@ std::vector<int> parse_list(const std::string& s) {
 
 int main(int argc, char** argv) {
   std::string endpoints;
+  std::string kvq_options;  // extra etcd URL options for the kvq rows, e.g. fast_first_read=1
   double seconds = 2.0;
   bool json = false;
   std::vector<int> client_counts = {1, 4, 16};
@@ -109,11 +111,13 @@ int main(int argc, char** argv) {
       seconds = std::stod(next());
     } else if (a == "--clients") {
       client_counts = parse_list(next());
+    } else if (a == "--kvq-options") {
+      kvq_options = next();
     } else if (a == "--json") {
       json = true;
     } else {
       std::cerr << "usage: etcd_bench [--endpoints host:port,...] [--seconds S] "
-                   "[--clients 1,4,16] [--json]\n";
+                   "[--clients 1,4,16] [--kvq-options a=b&c=d] [--json]\n";
       return 2;
     }
   }
@@ -159,7 +163,8 @@ int main(int argc, char** argv) {
       return kv->Txn(&ctx, req, &resp).ok() && resp.succeeded();
     }));
   }
-  auto db = kvq::open("etcd://" + endpoints + "?prefix=bench/" + run_id + "/kvq/");
+  auto db = kvq::open("etcd://" + endpoints + "?prefix=bench/" + run_id + "/kvq/" +
+                      (kvq_options.empty() ? "" : "&" + kvq_options));
   for (int clients : client_counts) {
     rows.push_back(run("kvq_set", clients, seconds, [&](int c, long n) {
       try {
@@ -196,7 +201,8 @@ int main(int argc, char** argv) {
 #endif
   const unsigned cores = std::thread::hardware_concurrency();
   if (json) {
-    std::printf("{\"cores\": %u, \"endpoints\": \"%s\", \"results\": [", cores, endpoints.c_str());
+    std::printf("{\"cores\": %u, \"endpoints\": \"%s\", \"kvq_options\": \"%s\", \"results\": [",
+                cores, endpoints.c_str(), kvq_options.c_str());
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::printf("%s{\"op\": \"%s\", \"clients\": %d, \"ops\": %ld, \"errors\": %ld, "
@@ -205,8 +211,8 @@ int main(int argc, char** argv) {
     }
     std::printf("]}\n");
   } else {
-    std::printf("etcd_bench: %u cores, etcd at %s, %.1f s per measurement\n", cores,
-                endpoints.c_str(), seconds);
+    std::printf("etcd_bench: %u cores, etcd at %s, %.1f s per measurement, kvq options '%s'\n",
+                cores, endpoints.c_str(), seconds, kvq_options.c_str());
     std::printf("%-8s %8s %10s %8s %12s\n", "op", "clients", "ops", "errors", "ops/s");
     for (const Row& r : rows) {
       std::printf("%-8s %8d %10ld %8ld %12.1f\n", r.op.c_str(), r.clients, r.ops, r.errors,

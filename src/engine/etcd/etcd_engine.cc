@@ -635,6 +635,14 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
   }
 
   void count_batch() { batches_.fetch_add(1, std::memory_order_relaxed); }
+
+  // The highest revision this process has seen committed or read.
+  std::int64_t latest_seen() const { return latest_seen_.load(std::memory_order_acquire); }
+  void saw(std::int64_t revision) {
+    std::int64_t cur = latest_seen_.load(std::memory_order_relaxed);
+    while (cur < revision && !latest_seen_.compare_exchange_weak(cur, revision)) {
+    }
+  }
   std::uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
 
   void start_watch(std::string key, std::optional<std::string> value_seen, Version version,
@@ -662,6 +670,7 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
   std::vector<Endpoint> endpoints_;
   std::atomic<std::size_t> preferred_{0};
   std::atomic<std::uint64_t> batches_{0};
+  std::atomic<std::int64_t> latest_seen_{0};
 
   std::mutex compactor_mu_;
   std::condition_variable compactor_cv_;
@@ -832,7 +841,7 @@ class EtcdSession : public Session {
       pb::RangeRequest request;
       request.set_key(engine_->to_etcd(""));
       request.set_count_only(true);
-      revision_ = engine_->range(request, "read version").header().revision();
+      read(request, "read version");
     }
     return revision_;
   }
@@ -1002,6 +1011,7 @@ class EtcdSession : public Session {
         }
       }
       engine_->count_batch();
+      engine_->saw(response.header().revision());
       // Keep delta records few: now and then fold a key this commit added to.
       for (const auto& [key, operand] : done.deltas) {
         if (fold_dice()) engine_->fold(key, kFoldOnCommit);
@@ -1032,9 +1042,20 @@ class EtcdSession : public Session {
     if (revision_ >= 0) {
       request.set_revision(revision_);
       request.set_serializable(true);
+    } else if (engine_->options().fast_first_read) {
+      request.set_serializable(true);
     }
     pb::RangeResponse response = engine_->range(request, what);
-    if (revision_ < 0) revision_ = response.header().revision();
+    if (revision_ < 0 && request.serializable() &&
+        response.header().revision() < engine_->latest_seen()) {
+      // The member answered from behind what this process already saw: ask the leader.
+      request.set_serializable(false);
+      response = engine_->range(request, what);
+    }
+    if (revision_ < 0) {
+      revision_ = response.header().revision();
+      engine_->saw(revision_);
+    }
     for (const mvccpb::KeyValue& kv : response.kvs()) seen_[kv.key()] = kv.mod_revision();
     return response;
   }
@@ -1179,6 +1200,9 @@ EtcdOptions parse_etcd_url(std::string_view url) {
     if (name == "prefix") {
       if (value.empty()) throw bad("prefix must not be empty");
       options.prefix = std::string(value);
+    } else if (name == "fast_first_read") {
+      if (value != "0" && value != "1") throw bad("fast_first_read must be 0 or 1");
+      options.fast_first_read = value == "1";
     } else if (name == "timeout_ms" || name == "failover_ms" || name == "max_txn_ops" ||
                name == "mvcc_window_ms") {
       if (!parse_int(value, n) || n <= 0 || n > 86'400'000) {

@@ -51,6 +51,13 @@ struct EtcdOptions {
   // Compaction is cluster-wide. Default 0: kvq never compacts (use etcd's
   // --auto-compaction-retention).
   std::chrono::milliseconds mvcc_window{0};
+  // URL option fast_first_read=1: a transaction's first read (which fixes its read version) is a
+  // serializable Range answered by the member itself instead of a linearizable one, unless that
+  // member is behind the newest revision this process has seen. Saves a Raft ReadIndex round
+  // per transaction; read-write transactions stay serializable (their commit compares catch any
+  // staleness), but a read-only transaction talking to a lagging follower may miss a commit made
+  // by another process just before it began. Default 0 (off).
+  bool fast_first_read = false;
 };
 
 // Parses "etcd://host:port[,host:port...][?prefix=P&timeout_ms=N&failover_ms=N&max_txn_ops=N
