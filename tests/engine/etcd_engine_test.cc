@@ -331,6 +331,17 @@ TEST_F(EtcdEngineTest, CompactedReadVersionGivesTransactionTooOld) {
   }
 }
 
+TEST_F(EtcdEngineTest, FastFirstReadStillSeesEveryCommitOfThisProcess) {
+  EtcdEngine fast(parse_etcd_url(cluster->url("prefix=" + prefix_ + "&fast_first_read=1")));
+  for (int i = 0; i < 20; ++i) {
+    auto w = fast.begin();
+    CommitRequest r;
+    r.mutations.push_back({MutationType::kSet, "f", std::to_string(i)});
+    w->commit(r);
+    EXPECT_EQ(fast.begin()->get("f"), std::to_string(i));
+  }
+}
+
 TEST(EtcdUrl, ParsesEndpointsAndOptions) {
   EtcdOptions o = parse_etcd_url("etcd://127.0.0.1:1234,localhost:99?prefix=p/&max_txn_ops=512");
   ASSERT_EQ(o.endpoints.size(), 2u);
@@ -338,12 +349,18 @@ TEST(EtcdUrl, ParsesEndpointsAndOptions) {
   EXPECT_EQ(o.endpoints[1], "localhost:99");
   EXPECT_EQ(o.prefix, "p/");
   EXPECT_EQ(o.max_txn_ops, 512);
+  EXPECT_FALSE(o.fast_first_read);
+  EtcdOptions f = parse_etcd_url("etcd://h:1?fast_first_read=1&mvcc_window_ms=250&timeout_ms=9");
+  EXPECT_TRUE(f.fast_first_read);
+  EXPECT_EQ(f.mvcc_window, std::chrono::milliseconds(250));
+  EXPECT_EQ(f.rpc_timeout, std::chrono::milliseconds(9));
 }
 
 TEST(EtcdUrl, MalformedUrlsAreConnectionStringInvalid) {
   for (const char* url : {"etcd://", "etcd://host", "etcd://host:", "etcd://host:0",
                           "etcd://host:70000", "etcd://:12", "etcd://h:1,", "etcd://h:1?x=1",
                           "etcd://h:1?prefix=", "etcd://h:1?timeout_ms=-3", "etcd:/h:1",
+                          "etcd://h:1?fast_first_read=yes", "etcd://h:1?mvcc_window_ms=x",
                           "etcd://h o:1"}) {
     try {
       parse_etcd_url(url);
