@@ -45,20 +45,28 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
   PriorityQueue pq(db, space, po);
   const bool is_pq = kind == "pq";
   if (op == "pop") {
-    // Prefill in large transactions.
+    // Prefill in large transactions; halve the batch if the engine refuses its size (etcd
+    // takes at most --max-txn-ops writes per transaction).
     std::mt19937 gen(42);
+    int batch = 1000;
     for (int done = 0; done < o.prefill;) {
-      int n = std::min(1000, o.prefill - done);
-      db->run([&](Transaction& tr) {
-        for (int i = 0; i < n; ++i) {
-          std::string v = "item-" + std::to_string(done + i);
-          if (is_pq) {
-            pq.push(tr, v, static_cast<std::int64_t>(gen() % 100));
-          } else {
-            q.push(tr, v);
+      int n = std::min(batch, o.prefill - done);
+      try {
+        db->run([&](Transaction& tr) {
+          for (int i = 0; i < n; ++i) {
+            std::string v = "item-" + std::to_string(done + i);
+            if (is_pq) {
+              pq.push(tr, v, static_cast<std::int64_t>(gen() % 100));
+            } else {
+              q.push(tr, v);
+            }
           }
-        }
-      });
+        });
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kTransactionTooLarge || batch == 1) throw;
+        batch /= 2;
+        continue;
+      }
       done += n;
     }
   }
