@@ -14,7 +14,7 @@
 
 namespace {
 
-struct Run {
+struct CliRun {
   int status = -1;
   std::string out, err;
 };
@@ -32,11 +32,11 @@ std::string temp_path(const std::string& tag) {
 }
 
 // Runs `kvq ARGS` through the shell with stdout/stderr captured into files.
-Run run(const std::string& args) {
+CliRun run(const std::string& args) {
   const std::string out = temp_path("out"), err = temp_path("err");
   const std::string cmd = "KVQ_DB= '" + cli() + "' " + args + " >" + out + " 2>" + err;
   int rc = std::system(cmd.c_str());
-  Run r;
+  CliRun r;
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   auto slurp = [](const std::string& path) {
     std::string s;
@@ -68,7 +68,7 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, HelpListsSubcommandsAndExitsZero) {
-  Run r = run("--help");
+  CliRun r = run("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* s : {"queue", "pq", "dump", "demo", "bench", "--db"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
@@ -78,7 +78,7 @@ TEST_F(CliTest, HelpListsSubcommandsAndExitsZero) {
 }
 
 TEST_F(CliTest, HelpSaysWhereTheDefaultDatabaseLives) {
-  Run r = run("--help");
+  CliRun r = run("--help");
 #ifdef KVQ_WITH_ROCKSDB
   EXPECT_NE(r.out.find("rocksdb:./kvq-data"), std::string::npos) << r.out;
 #else
@@ -87,7 +87,7 @@ TEST_F(CliTest, HelpSaysWhereTheDefaultDatabaseLives) {
 }
 
 TEST_F(CliTest, UnknownSubcommandIsOneLineErrorExitTwo) {
-  Run r = run("--db memory: frobnicate");
+  CliRun r = run("--db memory: frobnicate");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_EQ(r.err.rfind("kvq: error:", 0), 0u) << r.err;
@@ -95,14 +95,14 @@ TEST_F(CliTest, UnknownSubcommandIsOneLineErrorExitTwo) {
 
 TEST_F(CliTest, MissingOrBadPriorityIsExitTwo) {
   EXPECT_EQ(run("--db memory: pq push value").status, 2);
-  Run r = run("--db memory: pq push --priority abc value");
+  CliRun r = run("--db memory: pq push --priority abc value");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_EQ(run("--db memory: pq push --priority 99999999999999999999 v").status, 2);
 }
 
 TEST_F(CliTest, BadDatabaseUrlIsOneLineKvqErrorExitOne) {
-  Run r = run("--db nonsense://x queue size");
+  CliRun r = run("--db nonsense://x queue size");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("connection_string_invalid"), std::string::npos) << r.err;
@@ -115,23 +115,23 @@ TEST_F(CliTest, PopOnEmptyQueueExitsThree) {
 }
 
 TEST_F(CliTest, SizeOfFreshQueueIsZero) {
-  Run r = run("--db memory: queue size");
+  CliRun r = run("--db memory: queue size");
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(r.out, "0\n");
   EXPECT_EQ(run("--db memory: pq size").out, "0\n");
 }
 
 TEST_F(CliTest, ValueTooLargeIsKvqErrorExitOne) {
-  Run r = run("--db memory: pq push -p 1 $(head -c 100001 /dev/zero | tr '\\0' x)");
+  CliRun r = run("--db memory: pq push -p 1 $(head -c 100001 /dev/zero | tr '\\0' x)");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("value_too_large"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, DemoPassesItsHistoryCheck) {
-  Run r = run("demo --clients 4 --items 400 --quiet");
+  CliRun r = run("demo --clients 4 --items 400 --quiet");
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("verdict: PASS"), std::string::npos) << r.out;
-  Run p = run("demo --clients 4 --items 200 --quiet --plain");
+  CliRun p = run("demo --clients 4 --items 200 --quiet --plain");
   EXPECT_EQ(p.status, 0) << p.out << p.err;
 }
 
@@ -141,19 +141,19 @@ TEST_F(CliTest, DemoRejectsBadClientCount) {
 }
 
 TEST_F(CliTest, BenchShortRunPrintsJson) {
-  Run r = run("bench --clients 1,2 --seconds 0.05 --prefill 300 --json");
+  CliRun r = run("bench --clients 1,2 --seconds 0.05 --prefill 300 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   // push: queue,pq x 2 client counts (plain only); pop: 2 kinds x 2 modes x 2 client counts.
   EXPECT_EQ(j["results"].size(), 4u + 8u);
   for (const auto& row : j["results"]) {
-    EXPECT_GT(row["ops"].get<long>(), 0) << row.dump();
-    EXPECT_GE(row["p99_us"].get<double>(), row["p50_us"].get<double>());
+    EXPECT_GT(row["ops"].template get<long>(), 0) << row.dump();
+    EXPECT_GE(row["p99_us"].template get<double>(), row["p50_us"].template get<double>());
   }
 }
 
 TEST_F(CliTest, BenchRejectsBadClientList) {
-  Run r = run("bench --clients 1,zero");
+  CliRun r = run("bench --clients 1,zero");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_EQ(run("bench --modes fast").status, 2);
@@ -162,7 +162,7 @@ TEST_F(CliTest, BenchRejectsBadClientList) {
 TEST_F(CliTest, DurableDatabasePersistsAcrossCommands) {
   const std::string dir = temp_path("db");
   const std::string db = "--db rocksdb:" + dir + " ";
-  Run probe = run(db + "pq size");
+  CliRun probe = run(db + "pq size");
   if (probe.status == 1 && probe.err.find("connection_string_invalid") != std::string::npos) {
     GTEST_SKIP() << "rocksdb engine not built";
   }
@@ -173,7 +173,7 @@ TEST_F(CliTest, DurableDatabasePersistsAcrossCommands) {
   EXPECT_EQ(run(db + "pq size").out, "2\n");
   EXPECT_EQ(run(db + "pq pop-min").out, "one\n");
   EXPECT_EQ(run(db + "queue pop").out, "a\n");
-  Run d = run(db + "dump");
+  CliRun d = run(db + "dump");
   EXPECT_EQ(d.status, 0);
   EXPECT_NE(d.out.find("(\"P\", \"default\", 5, 0, b\""), std::string::npos) << d.out;
   std::filesystem::remove_all(dir);
@@ -181,7 +181,7 @@ TEST_F(CliTest, DurableDatabasePersistsAcrossCommands) {
 
 TEST_F(CliTest, DumpDecodesKeysAsTuples) {
   // memory: lives for one command, so dump of a fresh database prints nothing.
-  Run r = run("--db memory: dump");
+  CliRun r = run("--db memory: dump");
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(r.out, "");
 }
