@@ -92,9 +92,9 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, ItemStoreO
     throw Error(ErrorCode::kInvalidOptionValue, "queue: contention.batch_size must be >= 1");
   }
   if (options_.contention.lease.count() < 1 || options_.pop_timeout.count() < 0 ||
-      options_.push_marker_ttl.count() < 1) {
+      options_.marker_ttl.count() < 1) {
     throw Error(ErrorCode::kInvalidOptionValue,
-                "queue: lease and push_marker_ttl must be > 0, pop_timeout >= 0");
+                "queue: lease and marker_ttl must be > 0, pop_timeout >= 0");
   }
   // Integer tuple elements have type codes 0x0c..0x1c; control keys start with a string (0x02).
   items_begin_ = subspace_.key() + '\x0c';
@@ -104,7 +104,7 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, ItemStoreO
   KeyRange reqs = control_.range(Tuple().append("req"));
   req_begin_ = reqs.begin;
   req_end_ = reqs.end;
-  marker_prefix_ = control_.pack(Tuple().append("push"));
+  marker_prefix_ = control_.pack(Tuple().append("mark"));
 }
 
 std::string ItemStore::slot_key(std::string_view id) const {
@@ -142,36 +142,62 @@ void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t prior
   tr.atomic_add(size_key_, std::int64_t{1});
 }
 
-void ItemStore::push(std::string_view value, std::int64_t priority) {
-  // Identity chosen outside the retry loop: the item's random part and its marker key.
-  const std::string random = random_bytes(kRandomSize);
-  const std::int64_t t = now_ms();
-  const std::string marker =
-      control_.pack(Tuple().append("push").append(t).append(Bytes(random)));
-  std::string& previous = last_markers()[store_id_];
-  const bool sweep = (rng()() % 64) == 0;
-  Transaction tr = db_->create_transaction();
+std::string ItemStore::new_marker() const {
+  return control_.pack(
+      Tuple().append("mark").append(now_ms()).append(Bytes(random_bytes(kRandomSize))));
+}
+
+// Writes `marker` in `tr`, clears this thread's previous marker of this store, and now and then
+// sweeps markers older than marker_ttl (left by clients that went away).
+void ItemStore::write_marker(Transaction& tr, const std::string& marker) {
+  tr.set(marker, "");
+  const std::string& previous = last_markers()[store_id_];
+  if (!previous.empty()) tr.clear(previous);
+  if (rng()() % 64 == 0) {
+    tr.clear_range(marker_prefix_ + '\x00',
+                   control_.pack(Tuple().append("mark").append(
+                       now_ms() - static_cast<std::int64_t>(options_.marker_ttl.count()))));
+  }
+}
+
+void ItemStore::remember_marker(const std::string& marker) { last_markers()[store_id_] = marker; }
+
+template <typename F>
+auto ItemStore::run_once(F&& body, const TransactionOptions& topts)
+    -> decltype(body(std::declval<Transaction&>())) {
+  using R = decltype(body(std::declval<Transaction&>()));
+  const std::string marker = new_marker();
+  Transaction tr = db_->create_transaction(topts);
   bool maybe_done = false;
+  std::optional<R> attempt, maybe_result;
   for (;;) {
     try {
-      if (maybe_done && tr.get(marker)) break;  // the earlier attempt did commit
-      push(tr, value, priority, random);
-      tr.set(marker, "");
-      if (!previous.empty()) tr.clear(previous);
-      if (sweep) {
-        // Markers of clients that went away expire after push_marker_ttl.
-        tr.clear_range(marker_prefix_ + '\x00',
-                       control_.pack(Tuple().append("push").append(
-                           t - static_cast<std::int64_t>(options_.push_marker_ttl.count()))));
-      }
+      if (maybe_done && tr.get(marker)) break;  // that attempt did commit
+      attempt.reset();
+      attempt.emplace(body(tr));
+      write_marker(tr, marker);
       tr.commit();
-      break;
+      remember_marker(marker);
+      return std::move(*attempt);
     } catch (const Error& e) {
-      if (e.maybe_committed()) maybe_done = true;
+      if (e.maybe_committed() && attempt) {
+        maybe_done = true;
+        maybe_result = std::move(attempt);
+      }
       tr.on_error(e);
     }
   }
-  previous = marker;
+  remember_marker(marker);
+  return std::move(*maybe_result);
+}
+
+void ItemStore::push(std::string_view value, std::int64_t priority) {
+  // Identity chosen outside the retry loop: the item's random part and the marker key.
+  const std::string random = random_bytes(kRandomSize);
+  run_once([&](Transaction& tr) {
+    push(tr, value, priority, random);
+    return 0;
+  });
 }
 
 // ---- plain pops ----------------------------------------------------------------------------
@@ -218,7 +244,7 @@ std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds t
   TransactionOptions topts;
   topts.timeout = timeout;
   try {
-    return db_->run([&](Transaction& tr) { return pop_plain(tr, side); }, topts);
+    return run_once([&](Transaction& tr) { return pop_plain(tr, side); }, topts);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kTransactionTimedOut) {
       throw Error(ErrorCode::kTimedOut, "queue: pop timed out");
@@ -233,18 +259,30 @@ std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds t
 // behind them). Sets *staged when the caller has to register a request.
 std::optional<std::string> ItemStore::pop_fast(Side side, bool* staged) {
   *staged = true;
+  const std::string marker = new_marker();
   Transaction tr = db_->create_transaction();
+  std::optional<std::string> v;
   try {
     auto waiting = tr.get_range(req_begin_, req_end_, {.limit = 1});
     if (!waiting.empty()) return std::nullopt;
-    auto v = pop_plain(tr, side);
+    v = pop_plain(tr, side);
+    write_marker(tr, marker);
     tr.commit();
+    remember_marker(marker);
     *staged = false;
     return v;
   } catch (const Error& e) {
-    if (!e.retryable_not_committed()) throw;  // includes commit_unknown_result: see docs
-    return std::nullopt;
+    if (!e.retryable()) throw;
+    if (!e.maybe_committed()) return std::nullopt;
   }
+  // commit_unknown_result: the marker tells whether the pop happened.
+  bool committed = db_->run([&](Transaction& check) { return check.get(marker).has_value(); });
+  if (committed) {
+    remember_marker(marker);
+    *staged = false;
+    return v;
+  }
+  return std::nullopt;
 }
 
 std::string ItemStore::register_request(Side side) {

@@ -9,7 +9,7 @@
 //   ("kvq", "res", random_id)     = the delivered item's value (while slot is \x01)
 //   ("kvq", "lease")              = (holder random_id, expiry unix ms): the one current fulfiller
 //   ("kvq", "size")               = 8-byte little-endian item count (atomic_add)
-//   ("kvq", "push", unix_ms, random) = ""   push idempotency marker
+//   ("kvq", "mark", unix_ms, random) = ""   idempotency marker of a push or pop
 #ifndef KVQ_SRC_LAYERS_ITEM_STORE_H_
 #define KVQ_SRC_LAYERS_ITEM_STORE_H_
 
@@ -33,7 +33,7 @@ struct ItemStoreOptions {
   bool high_contention = false;
   HighContentionOptions contention;
   std::chrono::milliseconds pop_timeout{0};
-  std::chrono::milliseconds push_marker_ttl{600'000};
+  std::chrono::milliseconds marker_ttl{600'000};
 };
 
 // `random_bytes(n)`: n bytes from a per-thread PRNG seeded from std::random_device.
@@ -78,6 +78,16 @@ class ItemStore {
   void serve_all(Transaction& tr);
   std::optional<std::string> cancel_request(const std::string& me, bool* delivered);
   void pass_baton(Transaction& tr, const std::string& me, std::int64_t now_ms);
+
+  // Runs body(tr) in a retry loop that is safe under commit_unknown_result: the transaction also
+  // writes a fresh marker key, and a retry after a maybe-committed attempt first checks it (if
+  // present, that attempt committed and its result is returned).
+  template <typename F>
+  auto run_once(F&& body, const TransactionOptions& topts = {}) -> decltype(body(
+      std::declval<Transaction&>()));
+  std::string new_marker() const;
+  void write_marker(Transaction& tr, const std::string& marker);
+  void remember_marker(const std::string& marker);
 
   std::string slot_key(std::string_view id) const;
   std::string res_key(std::string_view id) const;
