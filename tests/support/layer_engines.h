@@ -1,9 +1,5 @@
-// Engines the layer tests run on: a name and a factory for a fresh, empty database. An engine
-// that is not built into this binary (its URL scheme unknown) or has no server configured makes
-// its tests skip.
-//   memory    always
-//   rocksdb   a fresh directory under $TMPDIR (if built with KVQ_WITH_ROCKSDB)
-//   etcd      $KVQ_TEST_ETCD_URL, if set (the tests use a fresh random subspace per test)
+// Engines the layer tests run on: every engine of the conformance suite (support/engines.h:
+// memory always, rocksdb/etcd when built and registered there), each giving a fresh database.
 #ifndef KVQ_TESTS_SUPPORT_LAYER_ENGINES_H_
 #define KVQ_TESTS_SUPPORT_LAYER_ENGINES_H_
 
@@ -22,7 +18,7 @@ struct LayerEngine {
   std::function<std::shared_ptr<Database>(std::string* skip_reason)> open;
 };
 
-// memory, rocksdb, etcd (see file comment).
+// One entry per conformance engine (see file comment).
 std::vector<LayerEngine> layer_engines();
 
 // An integer from environment variable `name`, or `fallback` (for test sizes: TSan runs shrink).
