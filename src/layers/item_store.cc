@@ -18,6 +18,7 @@ constexpr char kWaiting = '\x00';
 constexpr char kDelivered = '\x01';
 constexpr char kEmpty = '\x02';
 constexpr char kBaton = '\x03';
+constexpr char kDeliveredInRes = '\x04';  // delivered; the value (too big to inline) is in res
 constexpr std::size_t kRandomSize = 20;  // as the recipes' os.urandom(20)
 
 std::int64_t now_ms() {
@@ -76,7 +77,8 @@ struct ItemStore::Request {
 };
 
 struct ItemStore::BatchResult {
-  enum Kind { kNoRequests, kServedOthers, kMineServed, kNotLeader } kind = kNoRequests;
+  enum Kind { kNoRequests, kServedOthers, kMineServed, kMineTaken, kNotLeader } kind = kNoRequests;
+  std::optional<std::string> value;  // kMineTaken: what the leader popped for itself
 };
 
 ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, ItemStoreOptions options,
@@ -367,17 +369,27 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
     std::vector<KeyValue>& list = r.side == Side::kFront ? front : back;
     std::size_t& idx = r.side == Side::kFront ? fi : bi;
     while (idx < list.size() && used.count(list[idx].key)) ++idx;
+    const bool mine = me && r.id == *me;
+    if (mine) mine_served = true;
     if (idx < list.size()) {
       const KeyValue& item = list[idx++];
       used.insert(item.key);
       tr.clear(item.key);
-      tr.set(res_key(r.id), item.value);
-      tr.set(slot, std::string(1, kDelivered));
       ++taken;
+      if (mine) {
+        tr.clear(slot);  // the leader takes its own item directly
+        result.value = item.value;
+      } else if (item.value.size() < kMaxValueSize) {
+        tr.set(slot, std::string(1, kDelivered) + item.value);
+      } else {
+        tr.set(res_key(r.id), item.value);
+        tr.set(slot, std::string(1, kDeliveredInRes));
+      }
+    } else if (mine) {
+      tr.clear(slot);
     } else {
       tr.set(slot, std::string(1, kEmpty));
     }
-    if (me && r.id == *me) mine_served = true;
   }
   if (taken > 0) tr.atomic_add(size_key_, -taken);
   if (me) {
@@ -394,7 +406,7 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
         }
       }
       if (!handed) tr.clear(lease_key_);
-      result.kind = BatchResult::kMineServed;
+      result.kind = BatchResult::kMineTaken;
     } else {
       tr.set(lease_key_, Tuple().append(Bytes(*me)).append(now + hc.lease.count()).pack());
       result.kind = BatchResult::kServedOthers;
@@ -450,6 +462,9 @@ std::optional<std::string> ItemStore::cancel_request(const std::string& me, bool
       seen.reset();
       seen_delivered = false;
       if ((*s)[0] == kDelivered) {
+        seen = s->substr(1);
+        seen_delivered = true;
+      } else if ((*s)[0] == kDeliveredInRes) {
         seen = tr.get(res);
         if (!seen) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
         seen_delivered = true;
@@ -496,9 +511,11 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
         if (maybe_consumed) return taken;
         throw Error(ErrorCode::kInternalError, "queue: pop request vanished");
       }
-      if ((*s)[0] == kDelivered || (*s)[0] == kEmpty) {
+      if ((*s)[0] == kDelivered || (*s)[0] == kDeliveredInRes || (*s)[0] == kEmpty) {
         taken.reset();
         if ((*s)[0] == kDelivered) {
+          taken = s->substr(1);
+        } else if ((*s)[0] == kDeliveredInRes) {
           taken = tr.get(res);
           if (!taken) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
           tr.clear(res);
@@ -527,6 +544,7 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
         lead = lead || l.get_bytes(0).data == me || lease_left_ms < 0;
       }
       if (lead) {
+        tr.reset();
         // Fulfil batches until our own request is served or another popper holds the lease.
         for (;;) {
           if (Clock::now() >= deadline) break;
@@ -537,16 +555,25 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
             ftr.commit();
           } catch (const Error& e) {
             if (!e.retryable()) throw;
-            if (e.maybe_committed()) break;  // re-read our slot from scratch
+            if (e.maybe_committed()) {
+              // Re-read our slot from scratch; if it is gone, this attempt took our item.
+              if (r.kind == BatchResult::kMineTaken) {
+                maybe_consumed = true;
+                taken = r.value;
+              }
+              break;
+            }
             ftr.on_error(e);
             continue;
           }
+          if (r.kind == BatchResult::kMineTaken) return r.value;
           if (r.kind != BatchResult::kServedOthers) break;
         }
         continue;
       }
       Watch w = tr.watch(slot);
       tr.commit();
+      tr.reset();  // release the read version while waiting (it pins MVCC garbage collection)
       auto wait = std::chrono::milliseconds(std::max<std::int64_t>(lease_left_ms + 1, 1));
       if (deadline != Clock::time_point::max()) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
