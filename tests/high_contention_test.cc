@@ -29,6 +29,7 @@ class HighContentionTest : public LayerTest {
       slot.append(10, '\0');
       slot.append("\x01\x00\x00\x00", 4);
       tr.set_versionstamped_value(slot_key(id), slot);
+      tr.atomic_add(control().pack(Tuple().append("waiting")), std::int64_t{1});
     });
   }
   void hold_lease(std::chrono::milliseconds for_how_long) {

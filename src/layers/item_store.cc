@@ -103,6 +103,7 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, ItemStoreO
   items_end_ = subspace_.key() + '\x1d';
   size_key_ = control_.pack(Tuple().append("size"));
   lease_key_ = control_.pack(Tuple().append("lease"));
+  waiting_key_ = control_.pack(Tuple().append("waiting"));
   KeyRange reqs = control_.range(Tuple().append("req"));
   req_begin_ = reqs.begin;
   req_end_ = reqs.end;
@@ -265,8 +266,10 @@ std::optional<std::string> ItemStore::pop_fast(Side side, bool* staged) {
   Transaction tr = db_->create_transaction();
   std::optional<std::string> v;
   try {
-    auto waiting = tr.get_range(req_begin_, req_end_, {.limit = 1});
-    if (!waiting.empty()) return std::nullopt;
+    // A point read of the waiting-request count (not a scan of the request range); it conflicts
+    // with every registration and fulfilment, like a read of the whole range would.
+    auto waiting = tr.get(waiting_key_);
+    if (waiting && decode_le64(*waiting) != 0) return std::nullopt;
     v = pop_plain(tr, side);
     write_marker(tr, marker);
     tr.commit();
@@ -303,6 +306,7 @@ std::string ItemStore::register_request(Side side) {
     try {
       if (maybe_done && tr.get(slot)) return id;
       tr.set_versionstamped_key(req, value);
+      tr.atomic_add(waiting_key_, std::int64_t{1});
       tr.set_versionstamped_value(slot, slot_value);
       tr.commit();
       return id;
@@ -365,6 +369,7 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
     const Request& r = reqs[i];
     const std::string slot = slot_key(r.id);
     tr.clear(r.key);
+    tr.atomic_add(waiting_key_, std::int64_t{-1});
     if (!is_waiting(tr.get(slot))) continue;  // stale request (cannot happen; defensive)
     std::vector<KeyValue>& list = r.side == Side::kFront ? front : back;
     std::size_t& idx = r.side == Side::kFront ? fi : bi;
@@ -474,6 +479,7 @@ std::optional<std::string> ItemStore::cancel_request(const std::string& me, bool
       } else {
         if (s->size() != 11) throw Error(ErrorCode::kCorruption, "queue: bad pop slot");
         tr.clear(req_key(s->substr(1)));
+        tr.atomic_add(waiting_key_, std::int64_t{-1});
         auto lease = tr.get(lease_key_);
         if ((*s)[0] == kBaton ||
             (lease && Tuple::unpack(*lease).get_bytes(0).data == me)) {

@@ -5,10 +5,12 @@
 // High-contention pops (docs/queues.md has the long form):
 //   ("kvq", "req", versionstamp)  = (random_id, side)   a waiting pop, ordered by registration commit
 //   ("kvq", "slot", random_id)    = state byte [+ 10-byte versionstamp of the request]
-//        \x00 waiting, \x03 waiting and holding the fulfiller baton, \x01 delivered, \x02 empty
-//   ("kvq", "res", random_id)     = the delivered item's value (while slot is \x01)
+//        \x00 waiting, \x03 waiting and holding the fulfiller baton, \x01 + value delivered,
+//        \x04 delivered with the value in res (values too big to inline), \x02 empty
+//   ("kvq", "res", random_id)     = the delivered item's value (while slot is \x04)
 //   ("kvq", "lease")              = (holder random_id, expiry unix ms): the one current fulfiller
 //   ("kvq", "size")               = 8-byte little-endian item count (atomic_add)
+//   ("kvq", "waiting")            = 8-byte little-endian count of waiting requests (atomic_add)
 //   ("kvq", "mark", unix_ms, random) = ""   idempotency marker of a push or pop
 #ifndef KVQ_SRC_LAYERS_ITEM_STORE_H_
 #define KVQ_SRC_LAYERS_ITEM_STORE_H_
@@ -99,7 +101,7 @@ class ItemStore {
   ItemStoreOptions options_;
   bool prioritized_;
   std::string items_begin_, items_end_;
-  std::string size_key_, lease_key_;
+  std::string size_key_, lease_key_, waiting_key_;
   std::string req_begin_, req_end_;
   std::string marker_prefix_;
   std::uint64_t store_id_;
