@@ -51,11 +51,30 @@ bool is_waiting(const std::optional<std::string>& slot) {
 
 std::atomic<std::uint64_t> next_store_id{1};
 
-// The marker of the last push each thread made through each store: cleared by that thread's next
-// push through the same store, so live clients keep one marker each.
-std::unordered_map<std::uint64_t, std::string>& last_markers() {
-  thread_local std::unordered_map<std::uint64_t, std::string> markers;
-  return markers;
+// What each thread's last operation on each store left behind: its idempotency marker and the
+// slot of its last high-contention pop. The thread's next operation on the same store clears
+// them (blind clears, no conflicts), so live clients keep at most one of each.
+struct Leftovers {
+  std::string marker;
+  std::string slot;
+};
+Leftovers& leftovers(std::uint64_t store_id) {
+  thread_local std::unordered_map<std::uint64_t, Leftovers> map;
+  return map[store_id];
+}
+
+void clear_leftovers(Transaction& tr, const Leftovers& l) {
+  if (!l.marker.empty()) tr.clear(l.marker);
+  if (!l.slot.empty()) tr.clear(l.slot);
+}
+
+std::string big_endian64(std::int64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    out[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
 }
 
 }  // namespace
@@ -154,16 +173,24 @@ std::string ItemStore::new_marker() const {
 // sweeps markers older than marker_ttl (left by clients that went away).
 void ItemStore::write_marker(Transaction& tr, const std::string& marker) {
   tr.set(marker, "");
-  const std::string& previous = last_markers()[store_id_];
-  if (!previous.empty()) tr.clear(previous);
+  clear_leftovers(tr, leftovers(store_id_));
   if (rng()() % 64 == 0) {
-    tr.clear_range(marker_prefix_ + '\x00',
-                   control_.pack(Tuple().append("mark").append(
-                       now_ms() - static_cast<std::int64_t>(options_.marker_ttl.count()))));
+    // Leftovers of clients that went away: markers and pop slots older than marker_ttl (slot ids
+    // start with their creation time, big-endian, so they sort by age).
+    const std::int64_t cut = now_ms() - static_cast<std::int64_t>(options_.marker_ttl.count());
+    tr.clear_range(marker_prefix_ + '\x00', control_.pack(Tuple().append("mark").append(cut)));
+    for (const char* kind : {"slot", "res"}) {
+      tr.clear_range(control_.pack(Tuple().append(kind)) + '\x00',
+                     control_.pack(Tuple().append(kind).append(Bytes(big_endian64(cut)))));
+    }
   }
 }
 
-void ItemStore::remember_marker(const std::string& marker) { last_markers()[store_id_] = marker; }
+void ItemStore::remember_marker(const std::string& marker) {
+  Leftovers& l = leftovers(store_id_);
+  l.marker = marker;
+  l.slot.clear();
+}
 
 template <typename F>
 auto ItemStore::run_once(F&& body, const TransactionOptions& topts)
@@ -291,7 +318,8 @@ std::optional<std::string> ItemStore::pop_fast(Side side, bool* staged) {
 }
 
 std::string ItemStore::register_request(Side side) {
-  const std::string id = random_bytes(kRandomSize);
+  // The id starts with the creation time so that abandoned slots can be swept by age.
+  const std::string id = big_endian64(now_ms()) + random_bytes(kRandomSize - 8);
   const std::string slot = slot_key(id);
   const std::string req =
       control_.pack_with_versionstamp(Tuple().append("req").append(Versionstamp::incomplete()));
@@ -304,11 +332,16 @@ std::string ItemStore::register_request(Side side) {
   bool maybe_done = false;
   for (;;) {
     try {
-      if (maybe_done && tr.get(slot)) return id;
+      if (maybe_done && tr.get(slot)) {
+        leftovers(store_id_) = Leftovers{};
+        return id;
+      }
       tr.set_versionstamped_key(req, value);
       tr.atomic_add(waiting_key_, std::int64_t{1});
       tr.set_versionstamped_value(slot, slot_value);
+      clear_leftovers(tr, leftovers(store_id_));
       tr.commit();
+      leftovers(store_id_) = Leftovers{};
       return id;
     } catch (const Error& e) {
       if (e.maybe_committed()) maybe_done = true;
@@ -515,17 +548,20 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
       auto s = tr.get(slot);
       if (!s || s->empty()) {
         if (maybe_consumed) return taken;
-        throw Error(ErrorCode::kInternalError, "queue: pop request vanished");
+        // Only the age sweep removes a slot its popper did not: a pop older than marker_ttl.
+        throw Error(ErrorCode::kTimedOut, "queue: pop request expired (older than marker_ttl)");
       }
-      if ((*s)[0] == kDelivered || (*s)[0] == kDeliveredInRes || (*s)[0] == kEmpty) {
-        taken.reset();
-        if ((*s)[0] == kDelivered) {
-          taken = s->substr(1);
-        } else if ((*s)[0] == kDeliveredInRes) {
-          taken = tr.get(res);
-          if (!taken) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
-          tr.clear(res);
-        }
+      if ((*s)[0] == kDelivered || (*s)[0] == kEmpty) {
+        // Ours alone from here on: nobody but this popper touches a delivered slot. It is left for
+        // this thread's next operation to clear (or the age sweep), saving a commit per pop.
+        leftovers(store_id_).slot = slot;
+        if ((*s)[0] == kEmpty) return std::nullopt;
+        return s->substr(1);
+      }
+      if ((*s)[0] == kDeliveredInRes) {
+        taken = tr.get(res);
+        if (!taken) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
+        tr.clear(res);
         tr.clear(slot);
         try {
           tr.commit();
