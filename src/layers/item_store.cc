@@ -79,6 +79,11 @@ std::string big_endian64(std::int64_t v) {
 
 }  // namespace
 
+ContentionStats& contention_stats() {
+  static ContentionStats stats;
+  return stats;
+}
+
 std::string random_bytes(std::size_t n) {
   std::string out(n, '\0');
   auto& gen = rng();
@@ -98,6 +103,7 @@ struct ItemStore::Request {
 struct ItemStore::BatchResult {
   enum Kind { kNoRequests, kServedOthers, kMineServed, kMineTaken, kNotLeader } kind = kNoRequests;
   std::optional<std::string> value;  // kMineTaken: what the leader popped for itself
+  std::uint64_t served = 0;          // requests answered
 };
 
 ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, ItemStoreOptions options,
@@ -404,6 +410,7 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
     tr.clear(r.key);
     tr.atomic_add(waiting_key_, std::int64_t{-1});
     if (!is_waiting(tr.get(slot))) continue;  // stale request (cannot happen; defensive)
+    ++result.served;
     std::vector<KeyValue>& list = r.side == Side::kFront ? front : back;
     std::size_t& idx = r.side == Side::kFront ? fi : bi;
     while (idx < list.size() && used.count(list[idx].key)) ++idx;
@@ -536,7 +543,12 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
       timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
   bool staged = false;
   auto fast = pop_fast(side, &staged);
-  if (!staged) return fast;
+  ContentionStats& stats = contention_stats();
+  if (!staged) {
+    stats.fast_pops.fetch_add(1, std::memory_order_relaxed);
+    return fast;
+  }
+  stats.staged_pops.fetch_add(1, std::memory_order_relaxed);
   const std::string me = register_request(side);
   const std::string slot = slot_key(me);
   const std::string res = res_key(me);
@@ -595,8 +607,13 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
           try {
             r = fulfil_batch(ftr, &me);
             ftr.commit();
+            if (r.kind == BatchResult::kServedOthers || r.kind == BatchResult::kMineTaken) {
+              stats.batches.fetch_add(1, std::memory_order_relaxed);
+              stats.served.fetch_add(r.served, std::memory_order_relaxed);
+            }
           } catch (const Error& e) {
             if (!e.retryable()) throw;
+            stats.batch_conflicts.fetch_add(1, std::memory_order_relaxed);
             if (e.maybe_committed()) {
               // Re-read our slot from scratch; if it is gone, this attempt took our item.
               if (r.kind == BatchResult::kMineTaken) {
@@ -613,6 +630,7 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
         }
         continue;
       }
+      stats.watch_waits.fetch_add(1, std::memory_order_relaxed);
       Watch w = tr.watch(slot);
       tr.commit();
       tr.reset();  // release the read version while waiting (it pins MVCC garbage collection)

@@ -38,6 +38,17 @@ struct ItemStoreOptions {
   std::chrono::milliseconds marker_ttl{600'000};
 };
 
+// Process-wide counters of the high-contention machinery, for `kvq bench` (monotonic).
+struct ContentionStats {
+  std::atomic<std::uint64_t> fast_pops{0};        // pops done by the fast path
+  std::atomic<std::uint64_t> staged_pops{0};      // pops that registered a request
+  std::atomic<std::uint64_t> batches{0};          // committed fulfilment transactions (leased)
+  std::atomic<std::uint64_t> batch_conflicts{0};  // fulfilment transactions that failed to commit
+  std::atomic<std::uint64_t> served{0};           // requests answered by leased batches
+  std::atomic<std::uint64_t> watch_waits{0};      // waits on a slot watch
+};
+ContentionStats& contention_stats();
+
 // `random_bytes(n)`: n bytes from a per-thread PRNG seeded from std::random_device.
 std::string random_bytes(std::size_t n);
 
