@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -205,6 +207,89 @@ TEST_P(ConformanceTest, ConcurrentAtomicAddsNeverConflictAndAllCount) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(from_le64(*read("ctr")), kThreads * kPerThread);
   EXPECT_EQ(db_->stats().conflicts, 0u);
+}
+
+// Random sequences of writes and reads in one transaction, checked against a std::map model of
+// "committed state + own writes", including limited and reverse range reads.
+TEST_P(ConformanceTest, RandomizedReadYourWritesMatchesAModel) {
+  std::mt19937 rng(1234);
+  auto rand_key = [&] { return std::string(1, static_cast<char>('a' + rng() % 12)) + (rng() % 2 ? "x" : ""); };
+  auto add = [](const std::optional<std::string>& cur, const std::string& op) {
+    std::string out(op.size(), '\0');
+    unsigned carry = 0;
+    for (std::size_t i = 0; i < op.size(); ++i) {
+      unsigned a = cur && i < cur->size() ? static_cast<unsigned char>((*cur)[i]) : 0;
+      unsigned sum = a + static_cast<unsigned char>(op[i]) + carry;
+      out[i] = static_cast<char>(sum & 0xff);
+      carry = sum >> 8;
+    }
+    return out;
+  };
+  std::map<std::string, std::string> committed;
+  for (int round = 0; round < 150; ++round) {
+    std::map<std::string, std::string> model = committed;
+    Transaction tr = db_->create_transaction();
+    for (int op = 0; op < 25; ++op) {
+      switch (rng() % 7) {
+        case 0: {
+          std::string k = rand_key(), v = "v" + std::to_string(rng() % 100);
+          tr.set(k, v);
+          model[k] = v;
+          break;
+        }
+        case 1: {
+          std::string k = rand_key();
+          tr.clear(k);
+          model.erase(k);
+          break;
+        }
+        case 2: {
+          std::string b = rand_key(), e = rand_key();
+          if (e < b) std::swap(b, e);
+          tr.clear_range(b, e);
+          model.erase(model.lower_bound(b), model.lower_bound(e));
+          break;
+        }
+        case 3: {
+          std::string k = rand_key();
+          std::string operand(1 + rng() % 3, '\0');
+          for (char& ch : operand) ch = static_cast<char>(rng() % 256);
+          tr.atomic_add(k, operand);
+          auto it = model.find(k);
+          model[k] = add(it == model.end() ? std::nullopt : std::optional<std::string>(it->second), operand);
+          break;
+        }
+        case 4: {
+          std::string k = rand_key();
+          auto it = model.find(k);
+          ASSERT_EQ(tr.get(k, rng() % 2), it == model.end() ? std::nullopt : std::optional<std::string>(it->second))
+              << "round " << round << " key " << k;
+          break;
+        }
+        default: {
+          std::string b = rand_key(), e = rand_key();
+          if (e < b) std::swap(b, e);
+          RangeOptions o{.limit = static_cast<int>(rng() % 4), .reverse = rng() % 2 == 1,
+                         .snapshot = rng() % 3 == 0};
+          std::vector<KeyValue> expect;
+          for (auto it = model.lower_bound(b); it != model.lower_bound(e); ++it) expect.push_back({it->first, it->second});
+          if (o.reverse) std::reverse(expect.begin(), expect.end());
+          if (o.limit > 0 && expect.size() > static_cast<std::size_t>(o.limit)) expect.resize(o.limit);
+          ASSERT_EQ(tr.get_range(b, e, o), expect)
+              << "round " << round << " [" << b << ", " << e << ") limit " << o.limit
+              << " reverse " << o.reverse;
+        }
+      }
+    }
+    if (rng() % 2) {
+      tr.commit();
+      committed = model;
+    }
+  }
+  auto all = db_->run([](Transaction& t) { return t.get_range("", "\xff"); });
+  std::vector<KeyValue> expect;
+  for (auto& [k, v] : committed) expect.push_back({k, v});
+  EXPECT_EQ(all, expect);
 }
 
 // ---- conflicts ----

@@ -308,33 +308,31 @@ class TransactionState {
 
   void commit() {
     check_usable();
-    state_ = State::kFailed;  // until proven otherwise
-    if (mutations_.empty() && write_conflicts_.empty()) {
-      // Read-only: nothing to check (FoundationDB commits these trivially).
-      if (!watches_.empty()) {
-        std::vector<std::optional<std::string>> seen = watch_values();
-        Version v = session().read_version();
-        register_watches(seen, v);
-      }
-      committed_version_ = -1;
-      versionstamp_.clear();
-      state_ = State::kCommitted;
-      return;
-    }
-    if (size_ > kMaxTransactionSize) {
-      throw Error(ErrorCode::kTransactionTooLarge,
-                  "transaction of " + std::to_string(size_) + " bytes exceeds " +
-                      std::to_string(kMaxTransactionSize));
-    }
-    engine::CommitResult result;
+    state_ = State::kFailed;  // until the commit succeeds
     try {
+      if (mutations_.empty() && write_conflicts_.empty()) {
+        // Read-only: nothing to check (FoundationDB commits these trivially).
+        if (!watches_.empty()) {
+          std::vector<std::optional<std::string>> seen = watch_values();
+          register_watches(seen, session().read_version());
+        }
+        committed_version_ = -1;
+        versionstamp_.clear();
+        state_ = State::kCommitted;
+        return;
+      }
+      if (size_ > kMaxTransactionSize) {
+        throw Error(ErrorCode::kTransactionTooLarge,
+                    "transaction of " + std::to_string(size_) + " bytes exceeds " +
+                        std::to_string(kMaxTransactionSize));
+      }
       std::vector<std::optional<std::string>> seen = watch_values();
       engine::CommitRequest request;
       request.read_version = has_read_version_ ? session().read_version() : -1;
       request.read_conflicts = coalesce(std::move(read_conflicts_));
       request.write_conflicts = coalesce(std::move(write_conflicts_));
       request.mutations = std::move(mutations_);
-      result = session().commit(std::move(request));
+      engine::CommitResult result = session().commit(std::move(request));
       committed_version_ = result.version;
       versionstamp_ = std::move(result.versionstamp);
       state_ = State::kCommitted;
