@@ -36,8 +36,8 @@ struct PriorityQueueOptions {
   HighContentionOptions contention;
   // As QueueOptions::pop_timeout, for pop_min and pop_max. Default: 0 (none).
   std::chrono::milliseconds pop_timeout{0};
-  // As QueueOptions::push_marker_ttl. Default: 10 min.
-  std::chrono::milliseconds push_marker_ttl{600'000};
+  // As QueueOptions::marker_ttl (push and pop idempotency markers). Default: 10 min.
+  std::chrono::milliseconds marker_ttl{600'000};
 };
 
 class PriorityQueue {

@@ -5,7 +5,8 @@
 // transaction, so an item is popped by exactly one client. Key layout (docs/queues.md):
 //   subspace + (index, random)          = value       one item; index from a snapshot read of the
 //                                                     last item + 1, random = 20 random bytes
-//   subspace + ("kvq", ...)             control keys: size counter, push markers, pop requests
+//   subspace + ("kvq", ...)             control keys: size counter, idempotency markers, pop
+//                                                     requests (high-contention mode)
 //
 // Example:
 //   auto db = kvq::open("memory:");
@@ -53,9 +54,12 @@ struct QueueOptions {
   // pop() gives up after this long (0 = never): throws timed_out, leaving the item in the queue
   // unless it was already delivered, in which case pop returns it. Default: 0.
   std::chrono::milliseconds pop_timeout{0};
-  // Push idempotency markers older than this are deleted by later pushes; a push whose retries
-  // take longer than this is no longer protected against a double insert. Default: 10 min.
-  std::chrono::milliseconds push_marker_ttl{600'000};
+  // Pushes and pops write a small idempotency marker so that a retry after commit_unknown_result
+  // neither inserts twice nor loses a popped item. A thread's next operation on the same queue
+  // object deletes its previous marker; markers older than this (of clients that went away) are
+  // swept by later operations. A retry loop lasting longer than this is no longer protected.
+  // Default: 10 min.
+  std::chrono::milliseconds marker_ttl{600'000};
 };
 
 class Queue {
@@ -73,7 +77,8 @@ class Queue {
   // idempotency; each call inserts one new item).
   void push(Transaction& tr, std::string_view value);
 
-  // Removes and returns the front item; nullopt if the queue is empty. Ordering: items whose
+  // Removes and returns the front item; nullopt if the queue is empty. Safe to retry after
+  // commit_unknown_result (a marker tells whether the earlier attempt popped). Ordering: items whose
   // pushes did not overlap in time are popped in push order (pushes that overlap may come out in
   // either order). In high-contention mode, requests are served in the order they were made and a
   // new pop never overtakes a waiting one. Throws timed_out after options.pop_timeout (the item

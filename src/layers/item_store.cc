@@ -18,6 +18,7 @@ constexpr char kWaiting = '\x00';
 constexpr char kDelivered = '\x01';
 constexpr char kEmpty = '\x02';
 constexpr char kBaton = '\x03';
+constexpr char kDeliveredInRes = '\x04';  // delivered; the value (too big to inline) is in res
 constexpr std::size_t kRandomSize = 20;  // as the recipes' os.urandom(20)
 
 std::int64_t now_ms() {
@@ -50,14 +51,38 @@ bool is_waiting(const std::optional<std::string>& slot) {
 
 std::atomic<std::uint64_t> next_store_id{1};
 
-// The marker of the last push each thread made through each store: cleared by that thread's next
-// push through the same store, so live clients keep one marker each.
-std::unordered_map<std::uint64_t, std::string>& last_markers() {
-  thread_local std::unordered_map<std::uint64_t, std::string> markers;
-  return markers;
+// What each thread's last operation on each store left behind: its idempotency marker and the
+// slot of its last high-contention pop. The thread's next operation on the same store clears
+// them (blind clears, no conflicts), so live clients keep at most one of each.
+struct Leftovers {
+  std::string marker;
+  std::string slot;
+};
+Leftovers& leftovers(std::uint64_t store_id) {
+  thread_local std::unordered_map<std::uint64_t, Leftovers> map;
+  return map[store_id];
+}
+
+void clear_leftovers(Transaction& tr, const Leftovers& l) {
+  if (!l.marker.empty()) tr.clear(l.marker);
+  if (!l.slot.empty()) tr.clear(l.slot);
+}
+
+std::string big_endian64(std::int64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    out[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
 }
 
 }  // namespace
+
+ContentionStats& contention_stats() {
+  static ContentionStats stats;
+  return stats;
+}
 
 std::string random_bytes(std::size_t n) {
   std::string out(n, '\0');
@@ -76,7 +101,9 @@ struct ItemStore::Request {
 };
 
 struct ItemStore::BatchResult {
-  enum Kind { kNoRequests, kServedOthers, kMineServed, kNotLeader } kind = kNoRequests;
+  enum Kind { kNoRequests, kServedOthers, kMineServed, kMineTaken, kNotLeader } kind = kNoRequests;
+  std::optional<std::string> value;  // kMineTaken: what the leader popped for itself
+  std::uint64_t served = 0;          // requests answered
 };
 
 ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, ItemStoreOptions options,
@@ -92,19 +119,20 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, ItemStoreO
     throw Error(ErrorCode::kInvalidOptionValue, "queue: contention.batch_size must be >= 1");
   }
   if (options_.contention.lease.count() < 1 || options_.pop_timeout.count() < 0 ||
-      options_.push_marker_ttl.count() < 1) {
+      options_.marker_ttl.count() < 1) {
     throw Error(ErrorCode::kInvalidOptionValue,
-                "queue: lease and push_marker_ttl must be > 0, pop_timeout >= 0");
+                "queue: lease and marker_ttl must be > 0, pop_timeout >= 0");
   }
   // Integer tuple elements have type codes 0x0c..0x1c; control keys start with a string (0x02).
   items_begin_ = subspace_.key() + '\x0c';
   items_end_ = subspace_.key() + '\x1d';
   size_key_ = control_.pack(Tuple().append("size"));
   lease_key_ = control_.pack(Tuple().append("lease"));
+  waiting_key_ = control_.pack(Tuple().append("waiting"));
   KeyRange reqs = control_.range(Tuple().append("req"));
   req_begin_ = reqs.begin;
   req_end_ = reqs.end;
-  marker_prefix_ = control_.pack(Tuple().append("push"));
+  marker_prefix_ = control_.pack(Tuple().append("mark"));
 }
 
 std::string ItemStore::slot_key(std::string_view id) const {
@@ -142,36 +170,70 @@ void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t prior
   tr.atomic_add(size_key_, std::int64_t{1});
 }
 
-void ItemStore::push(std::string_view value, std::int64_t priority) {
-  // Identity chosen outside the retry loop: the item's random part and its marker key.
-  const std::string random = random_bytes(kRandomSize);
-  const std::int64_t t = now_ms();
-  const std::string marker =
-      control_.pack(Tuple().append("push").append(t).append(Bytes(random)));
-  std::string& previous = last_markers()[store_id_];
-  const bool sweep = (rng()() % 64) == 0;
-  Transaction tr = db_->create_transaction();
+std::string ItemStore::new_marker() const {
+  return control_.pack(
+      Tuple().append("mark").append(now_ms()).append(Bytes(random_bytes(kRandomSize))));
+}
+
+// Writes `marker` in `tr`, clears this thread's previous marker of this store, and now and then
+// sweeps markers older than marker_ttl (left by clients that went away).
+void ItemStore::write_marker(Transaction& tr, const std::string& marker) {
+  tr.set(marker, "");
+  clear_leftovers(tr, leftovers(store_id_));
+  if (rng()() % 64 == 0) {
+    // Leftovers of clients that went away: markers and pop slots older than marker_ttl (slot ids
+    // start with their creation time, big-endian, so they sort by age).
+    const std::int64_t cut = now_ms() - static_cast<std::int64_t>(options_.marker_ttl.count());
+    tr.clear_range(marker_prefix_ + '\x00', control_.pack(Tuple().append("mark").append(cut)));
+    for (const char* kind : {"slot", "res"}) {
+      tr.clear_range(control_.pack(Tuple().append(kind)) + '\x00',
+                     control_.pack(Tuple().append(kind).append(Bytes(big_endian64(cut)))));
+    }
+  }
+}
+
+void ItemStore::remember_marker(const std::string& marker) {
+  Leftovers& l = leftovers(store_id_);
+  l.marker = marker;
+  l.slot.clear();
+}
+
+template <typename F>
+auto ItemStore::run_once(F&& body, const TransactionOptions& topts)
+    -> decltype(body(std::declval<Transaction&>())) {
+  using R = decltype(body(std::declval<Transaction&>()));
+  const std::string marker = new_marker();
+  Transaction tr = db_->create_transaction(topts);
   bool maybe_done = false;
+  std::optional<R> attempt, maybe_result;
   for (;;) {
     try {
-      if (maybe_done && tr.get(marker)) break;  // the earlier attempt did commit
-      push(tr, value, priority, random);
-      tr.set(marker, "");
-      if (!previous.empty()) tr.clear(previous);
-      if (sweep) {
-        // Markers of clients that went away expire after push_marker_ttl.
-        tr.clear_range(marker_prefix_ + '\x00',
-                       control_.pack(Tuple().append("push").append(
-                           t - static_cast<std::int64_t>(options_.push_marker_ttl.count()))));
-      }
+      if (maybe_done && tr.get(marker)) break;  // that attempt did commit
+      attempt.reset();
+      attempt.emplace(body(tr));
+      write_marker(tr, marker);
       tr.commit();
-      break;
+      remember_marker(marker);
+      return std::move(*attempt);
     } catch (const Error& e) {
-      if (e.maybe_committed()) maybe_done = true;
+      if (e.maybe_committed() && attempt) {
+        maybe_done = true;
+        maybe_result = std::move(attempt);
+      }
       tr.on_error(e);
     }
   }
-  previous = marker;
+  remember_marker(marker);
+  return std::move(*maybe_result);
+}
+
+void ItemStore::push(std::string_view value, std::int64_t priority) {
+  // Identity chosen outside the retry loop: the item's random part and the marker key.
+  const std::string random = random_bytes(kRandomSize);
+  run_once([&](Transaction& tr) {
+    push(tr, value, priority, random);
+    return 0;
+  });
 }
 
 // ---- plain pops ----------------------------------------------------------------------------
@@ -218,7 +280,7 @@ std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds t
   TransactionOptions topts;
   topts.timeout = timeout;
   try {
-    return db_->run([&](Transaction& tr) { return pop_plain(tr, side); }, topts);
+    return run_once([&](Transaction& tr) { return pop_plain(tr, side); }, topts);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kTransactionTimedOut) {
       throw Error(ErrorCode::kTimedOut, "queue: pop timed out");
@@ -233,22 +295,37 @@ std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds t
 // behind them). Sets *staged when the caller has to register a request.
 std::optional<std::string> ItemStore::pop_fast(Side side, bool* staged) {
   *staged = true;
+  const std::string marker = new_marker();
   Transaction tr = db_->create_transaction();
+  std::optional<std::string> v;
   try {
-    auto waiting = tr.get_range(req_begin_, req_end_, {.limit = 1});
-    if (!waiting.empty()) return std::nullopt;
-    auto v = pop_plain(tr, side);
+    // A point read of the waiting-request count (not a scan of the request range); it conflicts
+    // with every registration and fulfilment, like a read of the whole range would.
+    auto waiting = tr.get(waiting_key_);
+    if (waiting && decode_le64(*waiting) != 0) return std::nullopt;
+    v = pop_plain(tr, side);
+    write_marker(tr, marker);
     tr.commit();
+    remember_marker(marker);
     *staged = false;
     return v;
   } catch (const Error& e) {
-    if (!e.retryable_not_committed()) throw;  // includes commit_unknown_result: see docs
-    return std::nullopt;
+    if (!e.retryable()) throw;
+    if (!e.maybe_committed()) return std::nullopt;
   }
+  // commit_unknown_result: the marker tells whether the pop happened.
+  bool committed = db_->run([&](Transaction& check) { return check.get(marker).has_value(); });
+  if (committed) {
+    remember_marker(marker);
+    *staged = false;
+    return v;
+  }
+  return std::nullopt;
 }
 
 std::string ItemStore::register_request(Side side) {
-  const std::string id = random_bytes(kRandomSize);
+  // The id starts with the creation time so that abandoned slots can be swept by age.
+  const std::string id = big_endian64(now_ms()) + random_bytes(kRandomSize - 8);
   const std::string slot = slot_key(id);
   const std::string req =
       control_.pack_with_versionstamp(Tuple().append("req").append(Versionstamp::incomplete()));
@@ -261,10 +338,16 @@ std::string ItemStore::register_request(Side side) {
   bool maybe_done = false;
   for (;;) {
     try {
-      if (maybe_done && tr.get(slot)) return id;
+      if (maybe_done && tr.get(slot)) {
+        leftovers(store_id_) = Leftovers{};
+        return id;
+      }
       tr.set_versionstamped_key(req, value);
+      tr.atomic_add(waiting_key_, std::int64_t{1});
       tr.set_versionstamped_value(slot, slot_value);
+      clear_leftovers(tr, leftovers(store_id_));
       tr.commit();
+      leftovers(store_id_) = Leftovers{};
       return id;
     } catch (const Error& e) {
       if (e.maybe_committed()) maybe_done = true;
@@ -325,21 +408,33 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
     const Request& r = reqs[i];
     const std::string slot = slot_key(r.id);
     tr.clear(r.key);
+    tr.atomic_add(waiting_key_, std::int64_t{-1});
     if (!is_waiting(tr.get(slot))) continue;  // stale request (cannot happen; defensive)
+    ++result.served;
     std::vector<KeyValue>& list = r.side == Side::kFront ? front : back;
     std::size_t& idx = r.side == Side::kFront ? fi : bi;
     while (idx < list.size() && used.count(list[idx].key)) ++idx;
+    const bool mine = me && r.id == *me;
+    if (mine) mine_served = true;
     if (idx < list.size()) {
       const KeyValue& item = list[idx++];
       used.insert(item.key);
       tr.clear(item.key);
-      tr.set(res_key(r.id), item.value);
-      tr.set(slot, std::string(1, kDelivered));
       ++taken;
+      if (mine) {
+        tr.clear(slot);  // the leader takes its own item directly
+        result.value = item.value;
+      } else if (item.value.size() < kMaxValueSize) {
+        tr.set(slot, std::string(1, kDelivered) + item.value);
+      } else {
+        tr.set(res_key(r.id), item.value);
+        tr.set(slot, std::string(1, kDeliveredInRes));
+      }
+    } else if (mine) {
+      tr.clear(slot);
     } else {
       tr.set(slot, std::string(1, kEmpty));
     }
-    if (me && r.id == *me) mine_served = true;
   }
   if (taken > 0) tr.atomic_add(size_key_, -taken);
   if (me) {
@@ -356,7 +451,7 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
         }
       }
       if (!handed) tr.clear(lease_key_);
-      result.kind = BatchResult::kMineServed;
+      result.kind = BatchResult::kMineTaken;
     } else {
       tr.set(lease_key_, Tuple().append(Bytes(*me)).append(now + hc.lease.count()).pack());
       result.kind = BatchResult::kServedOthers;
@@ -412,6 +507,9 @@ std::optional<std::string> ItemStore::cancel_request(const std::string& me, bool
       seen.reset();
       seen_delivered = false;
       if ((*s)[0] == kDelivered) {
+        seen = s->substr(1);
+        seen_delivered = true;
+      } else if ((*s)[0] == kDeliveredInRes) {
         seen = tr.get(res);
         if (!seen) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
         seen_delivered = true;
@@ -421,6 +519,7 @@ std::optional<std::string> ItemStore::cancel_request(const std::string& me, bool
       } else {
         if (s->size() != 11) throw Error(ErrorCode::kCorruption, "queue: bad pop slot");
         tr.clear(req_key(s->substr(1)));
+        tr.atomic_add(waiting_key_, std::int64_t{-1});
         auto lease = tr.get(lease_key_);
         if ((*s)[0] == kBaton ||
             (lease && Tuple::unpack(*lease).get_bytes(0).data == me)) {
@@ -444,7 +543,12 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
       timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
   bool staged = false;
   auto fast = pop_fast(side, &staged);
-  if (!staged) return fast;
+  ContentionStats& stats = contention_stats();
+  if (!staged) {
+    stats.fast_pops.fetch_add(1, std::memory_order_relaxed);
+    return fast;
+  }
+  stats.staged_pops.fetch_add(1, std::memory_order_relaxed);
   const std::string me = register_request(side);
   const std::string slot = slot_key(me);
   const std::string res = res_key(me);
@@ -456,15 +560,20 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
       auto s = tr.get(slot);
       if (!s || s->empty()) {
         if (maybe_consumed) return taken;
-        throw Error(ErrorCode::kInternalError, "queue: pop request vanished");
+        // Only the age sweep removes a slot its popper did not: a pop older than marker_ttl.
+        throw Error(ErrorCode::kTimedOut, "queue: pop request expired (older than marker_ttl)");
       }
       if ((*s)[0] == kDelivered || (*s)[0] == kEmpty) {
-        taken.reset();
-        if ((*s)[0] == kDelivered) {
-          taken = tr.get(res);
-          if (!taken) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
-          tr.clear(res);
-        }
+        // Ours alone from here on: nobody but this popper touches a delivered slot. It is left for
+        // this thread's next operation to clear (or the age sweep), saving a commit per pop.
+        leftovers(store_id_).slot = slot;
+        if ((*s)[0] == kEmpty) return std::nullopt;
+        return s->substr(1);
+      }
+      if ((*s)[0] == kDeliveredInRes) {
+        taken = tr.get(res);
+        if (!taken) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
+        tr.clear(res);
         tr.clear(slot);
         try {
           tr.commit();
@@ -489,6 +598,7 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
         lead = lead || l.get_bytes(0).data == me || lease_left_ms < 0;
       }
       if (lead) {
+        tr.reset();
         // Fulfil batches until our own request is served or another popper holds the lease.
         for (;;) {
           if (Clock::now() >= deadline) break;
@@ -497,18 +607,33 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
           try {
             r = fulfil_batch(ftr, &me);
             ftr.commit();
+            if (r.kind == BatchResult::kServedOthers || r.kind == BatchResult::kMineTaken) {
+              stats.batches.fetch_add(1, std::memory_order_relaxed);
+              stats.served.fetch_add(r.served, std::memory_order_relaxed);
+            }
           } catch (const Error& e) {
             if (!e.retryable()) throw;
-            if (e.maybe_committed()) break;  // re-read our slot from scratch
+            stats.batch_conflicts.fetch_add(1, std::memory_order_relaxed);
+            if (e.maybe_committed()) {
+              // Re-read our slot from scratch; if it is gone, this attempt took our item.
+              if (r.kind == BatchResult::kMineTaken) {
+                maybe_consumed = true;
+                taken = r.value;
+              }
+              break;
+            }
             ftr.on_error(e);
             continue;
           }
+          if (r.kind == BatchResult::kMineTaken) return r.value;
           if (r.kind != BatchResult::kServedOthers) break;
         }
         continue;
       }
+      stats.watch_waits.fetch_add(1, std::memory_order_relaxed);
       Watch w = tr.watch(slot);
       tr.commit();
+      tr.reset();  // release the read version while waiting (it pins MVCC garbage collection)
       auto wait = std::chrono::milliseconds(std::max<std::int64_t>(lease_left_ms + 1, 1));
       if (deadline != Clock::time_point::max()) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

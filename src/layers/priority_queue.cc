@@ -12,7 +12,7 @@ PriorityQueue::PriorityQueue(std::shared_ptr<Database> db, Subspace subspace,
       store_(std::make_shared<detail::ItemStore>(
           std::move(db), std::move(subspace),
           detail::ItemStoreOptions{options.high_contention, options.contention,
-                                   options.pop_timeout, options.push_marker_ttl},
+                                   options.pop_timeout, options.marker_ttl},
           /*prioritized=*/true)) {}
 
 void PriorityQueue::push(std::string_view value, std::int64_t priority) {

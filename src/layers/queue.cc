@@ -11,7 +11,7 @@ Queue::Queue(std::shared_ptr<Database> db, Subspace subspace, QueueOptions optio
       store_(std::make_shared<detail::ItemStore>(
           std::move(db), std::move(subspace),
           detail::ItemStoreOptions{options.high_contention, options.contention,
-                                   options.pop_timeout, options.push_marker_ttl},
+                                   options.pop_timeout, options.marker_ttl},
           /*prioritized=*/false)) {}
 
 void Queue::push(std::string_view value) { store_->push(value, 0); }

@@ -1,10 +1,5 @@
-// Engines the layer tests run on: a name and a factory for a fresh, empty database. An engine
-// that is not built into this binary (its URL scheme unknown) or has no server configured makes
-// its tests skip.
-//   memory    always
-//   rocksdb   a fresh directory under $TMPDIR (if built with KVQ_WITH_ROCKSDB)
-//   etcd      $KVQ_TEST_ETCD_URL if set, else a real 1-member etcd started once per test
-//             process (skipped if etcd is not installed); fresh key prefix per database
+// Engines the layer tests run on: every engine of the conformance suite (support/engines.h:
+// memory always, rocksdb/etcd when built and registered there), each giving a fresh database.
 #ifndef KVQ_TESTS_SUPPORT_LAYER_ENGINES_H_
 #define KVQ_TESTS_SUPPORT_LAYER_ENGINES_H_
 
@@ -23,11 +18,24 @@ struct LayerEngine {
   std::function<std::shared_ptr<Database>(std::string* skip_reason)> open;
 };
 
-// memory, rocksdb, etcd (see file comment).
+// One entry per conformance engine (see file comment).
 std::vector<LayerEngine> layer_engines();
 
-// An integer from environment variable `name`, or `fallback` (for test sizes: TSan runs shrink).
+// An integer from environment variable `name`, or `fallback` (for test sizes).
 long env_int(const char* name, long fallback);
+
+// True in sanitizer builds (-DKVQ_SANITIZE=...), where the concurrency tests use smaller default
+// sizes so that a test binary stays under a minute; KVQ_TEST_ITEMS overrides either way.
+constexpr bool kSanitizerBuild =
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    true;
+#else
+    false;
+#endif
+
+// The number of items the concurrency tests push in total: $KVQ_TEST_ITEMS, else 50,000 (8,000
+// in sanitizer builds).
+inline long test_items() { return env_int("KVQ_TEST_ITEMS", kSanitizerBuild ? 8000 : 50000); }
 
 }  // namespace kvq::testing
 

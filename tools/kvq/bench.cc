@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvq/kvq.h"
+#include "layers/item_store.h"
 #include "tools/kvq/commands.h"
 
 namespace kvq::cli {
@@ -23,6 +24,9 @@ struct Row {
   std::int64_t ops = 0;
   double seconds = 0, ops_per_s = 0, retries_per_op = 0, conflicts_per_op = 0, p50_us = 0,
          p99_us = 0;
+  // High-contention pops: share that registered a request, requests per fulfilment batch,
+  // fulfilment transactions that conflicted per batch committed.
+  double staged_share = 0, batch_size = 0, batch_conflicts = 0;
 };
 
 double percentile(std::vector<double>& v, double q) {
@@ -71,6 +75,9 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
     }
   }
   const DatabaseStats before = db->stats();
+  auto& hs = detail::contention_stats();
+  const std::uint64_t staged0 = hs.staged_pops, fast0 = hs.fast_pops, batches0 = hs.batches,
+                      bconf0 = hs.batch_conflicts, served0 = hs.served;
   std::atomic<bool> stop{false};
   std::atomic<bool> drained{false};
   std::vector<std::vector<double>> lat(clients);
@@ -128,6 +135,14 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
     r.conflicts_per_op =
         static_cast<double>(after.conflicts - before.conflicts) / static_cast<double>(r.ops);
   }
+  const double staged = static_cast<double>(hs.staged_pops - staged0);
+  const double fast = static_cast<double>(hs.fast_pops - fast0);
+  const double batches = static_cast<double>(hs.batches - batches0);
+  if (staged + fast > 0) r.staged_share = staged / (staged + fast);
+  if (batches > 0) {
+    r.batch_size = static_cast<double>(hs.served - served0) / batches;
+    r.batch_conflicts = static_cast<double>(hs.batch_conflicts - bconf0) / batches;
+  }
   r.p50_us = percentile(all, 0.50);
   r.p99_us = percentile(all, 0.99);
   if (drained && op == "pop") {
@@ -143,8 +158,9 @@ int run_bench(const BenchOptions& o) {
   std::vector<Row> rows;
   int seq = 0;
   if (!o.json) {
-    std::printf("%-6s %-6s %-5s %7s %12s %10s %12s %10s %10s\n", "kind", "mode", "op", "clients",
-                "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us");
+    std::printf("%-6s %-6s %-5s %7s %10s %10s %12s %9s %9s %7s %6s %8s\n", "kind", "mode", "op",
+                "clients", "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us", "staged",
+                "batch", "bconf/b");
   }
   for (const auto& op : o.ops) {
     for (const auto& kind : o.kinds) {
@@ -156,9 +172,10 @@ int run_bench(const BenchOptions& o) {
         for (int c : o.clients) {
           Row r = measure(o, kind, mode, op, c, seq++);
           if (!o.json) {
-            std::printf("%-6s %-6s %-5s %7d %12.0f %10.3f %12.3f %10.1f %10.1f\n", r.kind.c_str(),
-                        r.mode.c_str(), r.op.c_str(), r.clients, r.ops_per_s, r.retries_per_op,
-                        r.conflicts_per_op, r.p50_us, r.p99_us);
+            std::printf("%-6s %-6s %-5s %7d %10.0f %10.3f %12.3f %9.1f %9.1f %6.0f%% %6.1f %8.3f\n",
+                        r.kind.c_str(), r.mode.c_str(), r.op.c_str(), r.clients, r.ops_per_s,
+                        r.retries_per_op, r.conflicts_per_op, r.p50_us, r.p99_us,
+                        100 * r.staged_share, r.batch_size, r.batch_conflicts);
             std::fflush(stdout);
           }
           rows.push_back(std::move(r));
@@ -183,7 +200,10 @@ int run_bench(const BenchOptions& o) {
                               {"retries_per_op", r.retries_per_op},
                               {"conflicts_per_op", r.conflicts_per_op},
                               {"p50_us", r.p50_us},
-                              {"p99_us", r.p99_us}});
+                              {"p99_us", r.p99_us},
+                              {"staged_share", r.staged_share},
+                              {"requests_per_batch", r.batch_size},
+                              {"batch_conflicts_per_batch", r.batch_conflicts}});
     }
     std::cout << j.dump(2) << "\n";
   }

@@ -1,6 +1,7 @@
 // kvq: command-line access to kvq queues, the demo and the contention benchmark.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -103,10 +104,10 @@ int main(int argc, char** argv) {
   std::string pname = "default";
   pq->add_option("--name", pname, "priority queue name")->capture_default_str();
   pq->require_subcommand(1);
-  std::int64_t priority = 0;
+  std::string priority_text;
   std::string pvalue;
   auto* ppush = pq->add_subcommand("push", "insert VALUE with --priority P");
-  ppush->add_option("--priority,-p", priority, "priority (int64)")->required();
+  ppush->add_option("--priority,-p", priority_text, "priority (int64)")->required();
   ppush->add_option("value", pvalue, "value to push")->required();
   auto* ppopmin = pq->add_subcommand("pop-min", "remove and print a lowest-priority value (oldest)");
   auto* ppopmax = pq->add_subcommand("pop-max", "remove and print a highest-priority value (newest)");
@@ -241,6 +242,13 @@ int main(int argc, char** argv) {
       opts.high_contention = high_contention;
       kvq::PriorityQueue p(db, kvq::Subspace(kvq::Tuple().append("P").append(pname)), opts);
       if (*ppush) {
+        std::int64_t priority = 0;
+        auto [end, ec] = std::from_chars(priority_text.data(),
+                                         priority_text.data() + priority_text.size(), priority);
+        if (ec != std::errc() || end != priority_text.data() + priority_text.size()) {
+          std::cerr << "kvq: error: --priority: '" << priority_text << "' is not an int64\n";
+          return 2;
+        }
         p.push(pvalue, priority);
         return 0;
       }
