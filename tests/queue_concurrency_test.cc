@@ -35,16 +35,12 @@ std::vector<T> flatten(std::vector<std::vector<T>>& vv) {
 
 class ConcurrencyTest : public LayerTest {
  protected:
-<<<<<<< HEAD
   // A real etcd commits a few thousand transactions per second: a smaller history there
   // (KVQ_TEST_ETCD_ITEMS) keeps the binary well under a minute.
   int items() const {
     if (GetParam().engine == "etcd") return static_cast<int>(env_int("KVQ_TEST_ETCD_ITEMS", 1500));
-    return static_cast<int>(env_int("KVQ_TEST_ITEMS", 50000));
+    return static_cast<int>(testing::test_items());
   }
-=======
-  int items() const { return static_cast<int>(testing::test_items()); }
->>>>>>> layers
   int clients() const { return static_cast<int>(env_int("KVQ_TEST_CLIENTS", 16)); }
 };
 
@@ -153,13 +149,9 @@ TEST_P(TimeoutTest, PoppersTimingOutUnderContentionLoseNothing) {
   PriorityQueueOptions o;
   o.high_contention = true;
   PriorityQueue pq(db_, space_, o);
-<<<<<<< HEAD
   const int n = GetParam().engine == "etcd"
                     ? static_cast<int>(env_int("KVQ_TEST_ETCD_ITEMS", 1500) / 5)
-                    : static_cast<int>(env_int("KVQ_TEST_ITEMS", 50000) / 5);
-=======
-  const int n = static_cast<int>(testing::test_items() / 5);
->>>>>>> layers
+                    : static_cast<int>(testing::test_items() / 5);
   const int producers = 4, poppers = static_cast<int>(env_int("KVQ_TEST_CLIENTS", 16));
   std::vector<std::vector<history::Push>> pushes(producers);
   std::vector<std::vector<history::Pop>> pops(poppers + 1);

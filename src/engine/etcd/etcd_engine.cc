@@ -1281,7 +1281,8 @@ namespace kvq::engine {
 
 std::shared_ptr<Engine> open_etcd(const std::string& body,
                                   const std::map<std::string, std::string>& query) {
-  std::string url = "etcd:" + body;
+  // kvq::open passes the endpoints with or without the URL's leading "//".
+  std::string url = body.rfind("//", 0) == 0 ? "etcd:" + body : "etcd://" + body;
   char sep = '?';
   for (const auto& [key, value] : query) {
     url += sep + key + "=" + value;

@@ -111,8 +111,8 @@ std::shared_ptr<Engine> open_etcd(std::string_view url);
 
 namespace kvq::engine {
 
-// As etcd::open_etcd, from kvq::open's split URL: `body` is "//host:port[,host:port...]" and
-// `query` the options (see etcd::parse_etcd_url).
+// As etcd::open_etcd, from kvq::open's split URL: `body` is "host:port[,host:port...]" (a
+// leading "//" is accepted too) and `query` the options (see etcd::parse_etcd_url).
 std::shared_ptr<Engine> open_etcd(const std::string& body,
                                   const std::map<std::string, std::string>& query);
 
