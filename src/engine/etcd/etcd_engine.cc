@@ -178,14 +178,14 @@ std::vector<KeyRange> merge_ranges(std::vector<KeyRange> ranges) {
 struct Collapsed {
   std::map<std::string, std::optional<std::string>> final_values;  // key -> value (nullopt: delete)
   std::vector<KeyRange> cleared;                                   // merged clear ranges
-  // key -> operand to add to its committed value (written as a delta record: no read, no pin).
-  std::map<std::string, std::string> deltas;
+  // key -> operands to add, in order, to its committed value (written as delta records: no
+  // read, no pin). Consecutive operands of one length are summed into one.
+  std::map<std::string, std::vector<std::string>> deltas;
   bool needs_stamp = false;
 };
 
 // Collapses `mutations` (in order). `stamp`: the 10-byte versionstamp ("" = none yet;
-// versionstamped ops are then only noted in needs_stamp). Throws unsupported_operation for
-// atomic adds of different operand lengths on one key whose value is not known.
+// versionstamped ops are then only noted in needs_stamp).
 Collapsed collapse(const std::vector<Mutation>& mutations, const std::string& stamp) {
   struct State {
     bool known = false;  // value below is the final value
@@ -252,17 +252,16 @@ Collapsed collapse(const std::vector<Mutation>& mutations, const std::string& st
       out.final_values.emplace(key, std::move(s.value));
       continue;
     }
-    // Adds on an unknown value: one delta, the operands summed (all must have one length).
-    std::optional<std::string> sum;
+    // Adds on an unknown value: runs of equal-length operands summed (addition modulo 2^(8n)
+    // commutes; a length change truncates or extends, so order matters between runs).
+    std::vector<std::string>& runs = out.deltas[key];
     for (const std::string& operand : s.pending) {
-      if (sum && sum->size() != operand.size()) {
-        throw Error(ErrorCode::kUnsupportedOperation,
-                    "etcd: atomic adds with operands of different lengths on one key in one "
-                    "transaction");
+      if (!runs.empty() && runs.back().size() == operand.size()) {
+        runs.back() = add_le(runs.back(), operand);
+      } else {
+        runs.push_back(operand);
       }
-      sum = add_le(sum, operand);
     }
-    out.deltas.emplace(key, std::move(*sum));
   }
   return out;
 }
@@ -347,8 +346,10 @@ struct Group {
     for (const Delta& d : deltas) {
       if (live(d)) in_order.push_back(&d);
     }
-    std::sort(in_order.begin(), in_order.end(),
-              [](const Delta* a, const Delta* b) { return a->mod < b->mod; });
+    // Commit order; within one commit, the order of the ids (random prefix + sequence).
+    std::sort(in_order.begin(), in_order.end(), [](const Delta* a, const Delta* b) {
+      return a->mod != b->mod ? a->mod < b->mod : a->etcd_key < b->etcd_key;
+    });
     for (const Delta* d : in_order) v = add_le(v, d->operand);
     return v;
   }
@@ -475,6 +476,13 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
       c->set_result(pb::Compare::EQUAL);
       c->set_mod_revision(g.base ? g.base->second : 0);
       std::vector<const Delta*> live;
+      std::optional<std::size_t> length;
+      for (const Delta& d : g.deltas) {
+        if (!g.live(d)) continue;
+        // Mixed operand lengths do not commute: leave such keys alone.
+        if (length && *length != d.operand.size()) return;
+        length = d.operand.size();
+      }
       const std::size_t n = std::min<std::size_t>(g.deltas.size(), 100);
       for (std::size_t i = 0; i < n; ++i) {
         const Delta& d = g.deltas[i];
@@ -484,10 +492,7 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
         c->set_result(pb::Compare::EQUAL);
         c->set_mod_revision(d.mod);
         txn.add_success()->mutable_request_delete_range()->set_key(d.etcd_key);
-        if (g.live(d)) {
-          if (!live.empty() && live[0]->operand.size() != d.operand.size()) return;
-          live.push_back(&d);
-        }
+        if (g.live(d)) live.push_back(&d);
       }
       if (!live.empty()) {
         std::optional<std::string> sum;
@@ -1013,7 +1018,7 @@ class EtcdSession : public Session {
       engine_->count_batch();
       engine_->saw(response.header().revision());
       // Keep delta records few: now and then fold a key this commit added to.
-      for (const auto& [key, operand] : done.deltas) {
+      for (const auto& [key, runs] : done.deltas) {
         if (fold_dice()) engine_->fold(key, kFoldOnCommit);
       }
       CommitResult result;
@@ -1128,11 +1133,17 @@ class EtcdSession : public Session {
         delete_range(base, group_end(base));
       }
     }
-    for (const auto& [key, operand] : c.deltas) {
-      pb::RequestOp op;
-      op.mutable_request_put()->set_key(engine_->to_etcd(key) + random_delta_id());
-      op.mutable_request_put()->set_value(operand);
-      ops.push_back(std::move(op));
+    // Delta ids: one random 8-byte prefix per commit + a big-endian sequence number, so the
+    // deltas one commit writes for a key sort in the order they must be applied.
+    const std::string id_prefix = random_delta_id().substr(0, 8);
+    std::uint64_t seq = 0;
+    for (const auto& [key, operands] : c.deltas) {
+      for (const std::string& operand : operands) {
+        pb::RequestOp op;
+        op.mutable_request_put()->set_key(engine_->to_etcd(key) + id_prefix + be64(seq++));
+        op.mutable_request_put()->set_value(operand);
+        ops.push_back(std::move(op));
+      }
     }
     return ops;
   }
