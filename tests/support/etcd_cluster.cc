@@ -1,5 +1,14 @@
 #include "support/etcd_cluster.h"
 
+#if defined(__SANITIZE_THREAD__) && defined(KVQ_SOURCE_DIR)
+// Test binaries that talk to etcd link this file: give ThreadSanitizer the suppressions for the
+// uninstrumented gRPC / protobuf / abseil libraries (tests/tsan.supp says why). TSAN_OPTIONS
+// set by the user still apply on top.
+extern "C" const char* __tsan_default_options() {
+  return "suppressions=" KVQ_SOURCE_DIR "/tests/tsan.supp";
+}
+#endif
+
 #ifdef KVQ_WITH_ETCD
 
 #include <arpa/inet.h>

@@ -585,12 +585,15 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
     return response;
   }
 
-  // True if any endpoint answers a Status call within the RPC timeout.
+  // True if any endpoint answers a Status call within the RPC timeout (waiting for the channel
+  // to connect, so a shared gRPC subchannel still in reconnect back-off does not count as down).
   bool any_endpoint_answers() {
-    for (int round = 0; round < 3; ++round) {
+    for (int round = 0; round < 2; ++round) {
       for (Endpoint& ep : endpoints_) {
         grpc::ClientContext ctx;
-        set_deadline(ctx, opt_.rpc_timeout);
+        set_deadline(ctx, round == 0 ? std::min(opt_.rpc_timeout, std::chrono::milliseconds(500))
+                                     : opt_.rpc_timeout);
+        ctx.set_wait_for_ready(true);
         pb::StatusRequest request;
         pb::StatusResponse response;
         if (ep.maintenance->Status(&ctx, request, &response).ok()) return true;
