@@ -381,8 +381,12 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
       return result;
     }
   }
-  auto raw = tr.get_range(req_begin_, req_end_, {.limit = hc.batch_size + 1});
+  // A snapshot read plus read conflicts on exactly the requests this batch answers: requests
+  // registered meanwhile (appended at the end of the range) do not make the batch conflict.
+  // Deciding that no request is left (to free the lease) does take a conflict on the whole range.
+  auto raw = tr.get_range(req_begin_, req_end_, {.limit = hc.batch_size + 1, .snapshot = true});
   if (raw.empty()) {
+    tr.add_read_conflict_range(req_begin_, req_end_);
     if (me) tr.clear(lease_key_);
     result.kind = BatchResult::kNoRequests;
     return result;
@@ -407,6 +411,7 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
   for (std::size_t i = 0; i < n; ++i) {
     const Request& r = reqs[i];
     const std::string slot = slot_key(r.id);
+    tr.add_read_conflict_key(r.key);
     tr.clear(r.key);
     tr.atomic_add(waiting_key_, std::int64_t{-1});
     if (!is_waiting(tr.get(slot))) continue;  // stale request (cannot happen; defensive)
@@ -450,7 +455,10 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
           handed = true;
         }
       }
-      if (!handed) tr.clear(lease_key_);
+      if (!handed) {
+        if (reqs.size() <= n) tr.add_read_conflict_range(req_begin_, req_end_);
+        tr.clear(lease_key_);
+      }
       result.kind = BatchResult::kMineTaken;
     } else {
       tr.set(lease_key_, Tuple().append(Bytes(*me)).append(now + hc.lease.count()).pack());
