@@ -43,8 +43,10 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
   Subspace space(Tuple().append("bench").append(seq).append(kind));
   QueueOptions qo;
   qo.high_contention = hc;
+  qo.contention.batch_size = o.batch_size;
   PriorityQueueOptions po;
   po.high_contention = hc;
+  po.contention.batch_size = o.batch_size;
   Queue q(db, space, qo);
   PriorityQueue pq(db, space, po);
   const bool is_pq = kind == "pq";
@@ -179,6 +181,7 @@ int run_bench(const BenchOptions& o) {
     nlohmann::json j;
     j["url"] = o.url;
     j["seconds"] = o.seconds;
+    j["batch_size"] = o.batch_size;
     j["nproc"] = std::thread::hardware_concurrency();
     j["results"] = nlohmann::json::array();
     for (const auto& r : rows) {
