@@ -25,7 +25,9 @@ std::vector<Outcome> run(ConflictChecker& c, const std::vector<Tx>& batch, Versi
   return c.resolve(in, version);
 }
 
-Outcome one(ConflictChecker& c, Tx t, Version version) { return run(c, {std::move(t)}, version)[0]; }
+Outcome one(ConflictChecker& c, Tx t, Version version) {
+  return run(c, {std::move(t)}, version)[0];
+}
 
 KeyRange key(const std::string& k) { return {k, k + std::string(1, '\0')}; }
 
@@ -119,7 +121,7 @@ TEST(ConflictChecker, HistoryStaysSmallUnderLongQueueChurn) {
   std::size_t max_size = 0;
   for (int i = 0; i < 200000; ++i) {
     ++v;
-    one(c, {-1, {}, {key(item(i + 1000))}}, v);                       // push
+    one(c, {-1, {}, {key(item(i + 1000))}}, v);  // push
     ++v;
     Outcome o = one(c, {v - 2, {{"q/", item(i) + '\0'}}, {key(item(i))}}, v);  // pop
     ASSERT_EQ(o, Outcome::kCommitted);

@@ -2,8 +2,10 @@
 // versioned reads, garbage collection, and bounded memory under a long queue churn.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,7 +20,9 @@ namespace {
 using engine::MemoryStore;
 using txn::StoreWrite;
 
-StoreWrite set(std::string k, std::string v) { return {StoreWrite::Kind::kSet, std::move(k), std::move(v)}; }
+StoreWrite set(std::string k, std::string v) {
+  return {StoreWrite::Kind::kSet, std::move(k), std::move(v)};
+}
 StoreWrite clear(std::string k) { return {StoreWrite::Kind::kClear, std::move(k), {}}; }
 StoreWrite clear_range(std::string b, std::string e) {
   return {StoreWrite::Kind::kClearRange, std::move(b), std::move(e)};
@@ -153,8 +157,16 @@ TEST(Pipeline, CommitsArrivingDuringABatchAreGroupedIntoTheNextBatch) {
   gate->wait_for_first_apply();  // batch 1 is in flight and blocked
   const int kWaiting = 7;
   std::vector<std::thread> others;
+  std::vector<std::string> stamps(kWaiting);
   for (int i = 0; i < kWaiting; ++i) {
-    others.emplace_back([&, i] { db.run([&](Transaction& tr) { tr.set("k" + std::to_string(i), "v"); }); });
+    others.emplace_back([&, i] {
+      Transaction tr = db.create_transaction();
+      tr.set("k" + std::to_string(i), "v");
+      tr.set_versionstamped_value("vs" + std::to_string(i),
+                                  std::string(10, '\0') + std::string(4, '\0'));
+      tr.commit();
+      stamps[i] = tr.get_versionstamp();
+    });
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let them queue up
   gate->open_gate();
@@ -163,7 +175,54 @@ TEST(Pipeline, CommitsArrivingDuringABatchAreGroupedIntoTheNextBatch) {
   DatabaseStats stats = db.stats();
   EXPECT_EQ(stats.commits, 1u + kWaiting);
   EXPECT_LT(stats.commit_batches, stats.commits) << "queued commits share batches";
-  EXPECT_EQ(db.run([](Transaction& tr) { return tr.get_range("", "\xff"); }).size(), 1u + kWaiting);
+  EXPECT_EQ(db.run([](Transaction& tr) { return tr.get_range("", "\xff"); }).size(),
+            1u + 2 * kWaiting);
+  // Transactions of one batch share the version (first 8 bytes) and differ in the order bytes.
+  std::set<std::string> unique(stamps.begin(), stamps.end());
+  EXPECT_EQ(unique.size(), static_cast<std::size_t>(kWaiting));
+  std::set<std::string> versions;
+  for (const std::string& s : stamps) versions.insert(s.substr(0, 8));
+  EXPECT_LT(versions.size(), static_cast<std::size_t>(kWaiting));
+  for (int i = 0; i < kWaiting; ++i) {
+    EXPECT_EQ(db.run([&](Transaction& tr) { return tr.get("vs" + std::to_string(i)); }), stamps[i]);
+  }
+}
+
+// A real MemoryStore that fails apply() with io_error while told to.
+class FailingStore final : public txn::VersionedStore {
+ public:
+  Version latest_version() const override { return inner_.latest_version(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override { return inner_.snapshot(); }
+  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+    if (fail_.load()) throw Error(ErrorCode::kIoError, "injected: disk full");
+    inner_.apply(version, writes);
+  }
+  void forget_before(Version version) override { inner_.forget_before(version); }
+  std::atomic<bool> fail_{false};
+
+ private:
+  MemoryStore inner_;
+};
+
+TEST(Pipeline, StoreApplyErrorFailsTheBatchAndAppliesNothing) {
+  auto store = std::make_unique<FailingStore>();
+  FailingStore* raw = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "failing");
+  db.run([](Transaction& tr) { tr.set("a", "1"); });
+  raw->fail_ = true;
+  Transaction tr = db.create_transaction();
+  tr.set("a", "2");
+  try {
+    tr.commit();
+    FAIL() << "expected io_error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIoError);
+    EXPECT_FALSE(e.retryable());
+  }
+  raw->fail_ = false;
+  EXPECT_EQ(db.run([](Transaction& t) { return t.get("a"); }), "1");
+  db.run([](Transaction& t) { t.set("a", "3"); });
+  EXPECT_EQ(db.run([](Transaction& t) { return t.get("a"); }), "3");
 }
 
 TEST(Pipeline, ClosingTheDatabaseFailsPendingWatches) {
@@ -186,9 +245,9 @@ TEST(Pipeline, RejectsBadOptions) {
   EXPECT_THROW(txn::make_pipeline_engine(std::make_unique<MemoryStore>(),
                                          {.mvcc_window = std::chrono::milliseconds(0)}),
                Error);
-  EXPECT_THROW(txn::make_pipeline_engine(std::make_unique<MemoryStore>(),
-                                         {.max_batch_transactions = 0}),
-               Error);
+  EXPECT_THROW(
+      txn::make_pipeline_engine(std::make_unique<MemoryStore>(), {.max_batch_transactions = 0}),
+      Error);
   EXPECT_THROW(txn::make_pipeline_engine(nullptr, {}), Error);
 }
 

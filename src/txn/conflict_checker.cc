@@ -45,9 +45,8 @@ std::vector<ConflictChecker::Outcome> ConflictChecker::resolve(
 bool ConflictChecker::intersects_newer(const std::string& begin, const std::string& end,
                                        Version read_version) {
   // Writes recorded after read_version: the suffix of recorded_ (versions never decrease).
-  auto first_newer = std::upper_bound(
-      recorded_.begin(), recorded_.end(), read_version,
-      [](Version v, const Recorded& r) { return v < r.version; });
+  auto first_newer = std::upper_bound(recorded_.begin(), recorded_.end(), read_version,
+                                      [](Version v, const Recorded& r) { return v < r.version; });
   const auto newer = static_cast<std::size_t>(recorded_.end() - first_newer);
   if (newer == 0) return false;
   // Walk the step function, within a budget.
@@ -67,8 +66,7 @@ bool ConflictChecker::intersects_newer(const std::string& begin, const std::stri
   return false;
 }
 
-Version ConflictChecker::max_write_version(const std::string& begin,
-                                           const std::string& end) const {
+Version ConflictChecker::max_write_version(const std::string& begin, const std::string& end) const {
   Version best = 0;
   auto it = std::prev(steps_.upper_bound(begin));
   for (; it != steps_.end() && it->first < end; ++it) {

@@ -43,9 +43,10 @@
 
 namespace kvq::txn {
 
-// One transaction of a batch, as the checker sees it. The pointed-to vectors must outlive resolve().
+// One transaction of a batch, as the checker sees it. The pointed-to vectors must outlive
+// resolve().
 struct CheckerTransaction {
-  Version read_version = -1;                                // -1: the transaction never read
+  Version read_version = -1;                                    // -1: the transaction never read
   const std::vector<engine::KeyRange>* read_ranges = nullptr;   // may be null (none)
   const std::vector<engine::KeyRange>* write_ranges = nullptr;  // may be null (none)
 };
@@ -78,8 +79,7 @@ class ConflictChecker {
 
  private:
   // True if some key of [begin, end) was written after `read_version`.
-  bool intersects_newer(const std::string& begin, const std::string& end,
-                        Version read_version);
+  bool intersects_newer(const std::string& begin, const std::string& end, Version read_version);
   void record(const std::string& begin, const std::string& end, Version version);
   void collect_garbage();
 
