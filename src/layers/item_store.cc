@@ -20,6 +20,7 @@ constexpr char kEmpty = '\x02';
 constexpr char kBaton = '\x03';
 constexpr char kDeliveredInRes = '\x04';  // delivered; the value (too big to inline) is in res
 constexpr std::size_t kRandomSize = 20;  // as the recipes' os.urandom(20)
+constexpr std::int64_t kFreeLeaseGraceMs = 2;
 
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -360,7 +361,8 @@ std::string ItemStore::register_request(Side side) {
 // popper's id) the batch runs under the fulfiller lease: it only proceeds if the lease is free,
 // expired, ours, or handed to us (baton), renews it, and hands it on once our own request is
 // served. Without `me` (composed pops, clear) the lease is ignored.
-ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::string* me) {
+ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::string* me,
+                                               bool hand_off_newest) {
   BatchResult result;
   const std::int64_t now = now_ms();
   const auto& hc = options_.contention;
@@ -381,22 +383,29 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
       return result;
     }
   }
-  auto raw = tr.get_range(req_begin_, req_end_, {.limit = hc.batch_size + 1});
+  // A snapshot read plus read conflicts on exactly the requests this batch answers: requests
+  // registered meanwhile (appended at the end of the range) do not make the batch conflict.
+  // Deciding that no request is left (to free the lease) does take a conflict on the whole range.
+  auto raw = tr.get_range(req_begin_, req_end_, {.limit = hc.batch_size + 1, .snapshot = true});
   if (raw.empty()) {
+    tr.add_read_conflict_range(req_begin_, req_end_);
     if (me) tr.clear(lease_key_);
     result.kind = BatchResult::kNoRequests;
     return result;
   }
   std::vector<Request> reqs;
   reqs.reserve(raw.size());
-  int n_front = 0, n_back = 0;
-  for (std::size_t i = 0; i < raw.size(); ++i) {
-    Tuple v = Tuple::unpack(raw[i].value);
-    Request r{raw[i].key, v.get_bytes(0).data, static_cast<Side>(v.get_int(1))};
-    if (i < static_cast<std::size_t>(hc.batch_size)) (r.side == Side::kFront ? n_front : n_back)++;
-    reqs.push_back(std::move(r));
+  for (const auto& kv : raw) {
+    Tuple v = Tuple::unpack(kv.value);
+    reqs.push_back({kv.key, v.get_bytes(0).data, static_cast<Side>(v.get_int(1))});
   }
-  const std::size_t n = std::min<std::size_t>(reqs.size(), hc.batch_size);
+  std::size_t n = std::min<std::size_t>(reqs.size(), hc.batch_size);
+  // Serving every request would free the lease, which conflicts with any registration made
+  // meanwhile. After such a conflict, leave the newest request unserved and hand it the lease
+  // instead, so that a steady stream of registrations cannot starve the fulfiller.
+  if (me && hand_off_newest && reqs.size() <= n && n >= 2) --n;
+  int n_front = 0, n_back = 0;
+  for (std::size_t i = 0; i < n; ++i) (reqs[i].side == Side::kFront ? n_front : n_back)++;
   std::vector<KeyValue> front, back;
   if (n_front > 0) front = tr.get_range(items_begin_, items_end_, {.limit = n_front});
   if (n_back > 0) back = tr.get_range(items_begin_, items_end_, {.limit = n_back, .reverse = true});
@@ -407,6 +416,7 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
   for (std::size_t i = 0; i < n; ++i) {
     const Request& r = reqs[i];
     const std::string slot = slot_key(r.id);
+    tr.add_read_conflict_key(r.key);
     tr.clear(r.key);
     tr.atomic_add(waiting_key_, std::int64_t{-1});
     if (!is_waiting(tr.get(slot))) continue;  // stale request (cannot happen; defensive)
@@ -450,7 +460,10 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
           handed = true;
         }
       }
-      if (!handed) tr.clear(lease_key_);
+      if (!handed) {
+        if (reqs.size() <= n) tr.add_read_conflict_range(req_begin_, req_end_);
+        tr.clear(lease_key_);
+      }
       result.kind = BatchResult::kMineTaken;
     } else {
       tr.set(lease_key_, Tuple().append(Bytes(*me)).append(now + hc.lease.count()).pack());
@@ -464,7 +477,7 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
 
 void ItemStore::serve_all(Transaction& tr) {
   bool served = false;
-  while (fulfil_batch(tr, nullptr).kind != BatchResult::kNoRequests) served = true;
+  while (fulfil_batch(tr, nullptr, false).kind != BatchResult::kNoRequests) served = true;
   if (served) tr.clear(lease_key_);
 }
 
@@ -554,6 +567,7 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
   const std::string res = res_key(me);
   std::optional<std::string> taken;  // value read by a consume attempt that may have committed
   bool maybe_consumed = false;
+  bool waited_for_free_lease = false;
   for (;;) {
     Transaction tr = db_->create_transaction();
     try {
@@ -591,22 +605,35 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
       }
       auto lease = tr.get(lease_key_, /*snapshot=*/true);
       std::int64_t lease_left_ms = 0;
-      bool lead = (*s)[0] == kBaton || !lease;
+      bool lead = (*s)[0] == kBaton;
       if (lease) {
         Tuple l = Tuple::unpack(*lease);
         lease_left_ms = l.get_int(1) - now_ms();
         lead = lead || l.get_bytes(0).data == me || lease_left_ms < 0;
+      } else if (!lead) {
+        // No fulfiller: the popper with the oldest request takes the lease, the others give it a
+        // moment (kFreeLeaseGraceMs, still woken at once by their watch) before competing for
+        // it, so that would-be fulfillers do not all conflict with each other.
+        auto oldest = tr.get_range(req_begin_, req_end_, {.limit = 1, .snapshot = true});
+        lead = oldest.empty() || waited_for_free_lease ||
+               Tuple::unpack(oldest[0].value).get_bytes(0).data == me;
+        if (!lead) {
+          waited_for_free_lease = true;
+          lease_left_ms = kFreeLeaseGraceMs;
+        }
       }
       if (lead) {
         tr.reset();
         // Fulfil batches until our own request is served or another popper holds the lease.
+        bool hand_off_newest = false;
         for (;;) {
           if (Clock::now() >= deadline) break;
           Transaction ftr = db_->create_transaction();
           BatchResult r;
           try {
-            r = fulfil_batch(ftr, &me);
+            r = fulfil_batch(ftr, &me, hand_off_newest);
             ftr.commit();
+            hand_off_newest = false;
             if (r.kind == BatchResult::kServedOthers || r.kind == BatchResult::kMineTaken) {
               stats.batches.fetch_add(1, std::memory_order_relaxed);
               stats.served.fetch_add(r.served, std::memory_order_relaxed);
@@ -622,6 +649,7 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
               }
               break;
             }
+            hand_off_newest = true;
             ftr.on_error(e);
             continue;
           }

@@ -86,7 +86,7 @@ class ItemStore {
   std::optional<std::string> pop_staged(Side side, std::chrono::milliseconds timeout);
   std::optional<std::string> pop_fast(Side side, bool* staged);
   std::string register_request(Side side);
-  BatchResult fulfil_batch(Transaction& tr, const std::string* me);
+  BatchResult fulfil_batch(Transaction& tr, const std::string* me, bool hand_off_newest);
   // Serves every waiting request inside `tr` (no lease); clears the lease afterwards.
   void serve_all(Transaction& tr);
   std::optional<std::string> cancel_request(const std::string& me, bool* delivered);
