@@ -8,11 +8,13 @@
 //    read-conflict range catches inserts and updates; `mod_revision == seen` on every key the
 //    transaction saw inside a read-conflict range catches deletions. The buffered mutations are
 //    collapsed per key (etcd refuses the same key twice in one Txn) into put/delete_range ops.
-//  - Atomic add and versionstamps run in a nested Txn whose compares pin the current values of the
-//    keys they touch (and of a sequencer key for versionstamps); if only those compares fail the
-//    engine re-reads and retries internally, so they never cause a conflict for the caller.
-//  - All kvq keys live under a prefix (default "kvq/", URL option prefix=), so the empty key is
-//    legal and kvq data is kept apart from anything else in the cluster.
+//  - Atomic add on a value the transaction does not know is a blind "delta record" next to the
+//    key (reads sum base + newer deltas; deltas are folded now and then), so adds never read,
+//    never conflict and never contend. Versionstamps come from a sequencer key pinned in a nested
+//    Txn; if only the sequencer moved, the engine retries internally.
+//  - kvq key k lives at prefix + escaped(k) (default prefix "kvq/", URL option prefix=), so the
+//    empty key is legal, a key's base and deltas are one etcd range, and kvq data is kept apart
+//    from anything else in the cluster.
 //
 // Thread safety: EtcdEngine is thread-safe; a session is used by one thread at a time.
 #ifndef KVQ_SRC_ENGINE_ETCD_ETCD_ENGINE_H_
