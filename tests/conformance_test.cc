@@ -456,6 +456,11 @@ TEST_P(ConformanceTest, ReadingAPendingAtomicAddConflicts) {
 }
 
 TEST_P(ConformanceTest, ExplicitConflictRangesConflictLikeReadsAndWrites) {
+  if (GetParam().name == "etcd") {
+    GTEST_SKIP() << "etcd detects conflicts from the mod_revision of stored keys; a write-conflict "
+                    "range with no mutation writes no key, so it cannot make readers conflict "
+                    "(docs/engines.md, etcd)";
+  }
   Transaction t1 = db_->create_transaction();
   t1.get_read_version();
   t1.add_read_conflict_key("x");

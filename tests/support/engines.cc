@@ -1,5 +1,7 @@
 #include "support/engines.h"
 
+#include "support/etcd_cluster.h"
+
 #include <stdlib.h>
 
 #include <cstdlib>
@@ -56,7 +58,22 @@ std::vector<EngineFactory> conformance_engines() {
                  }});
   // rocksdb: out.push_back({"rocksdb", [](const EngineOptions& o) {
   //   return kvq::open("rocksdb:" + fresh_temp_dir("kvq-rocksdb") + pipeline_query(o)); }});
-  // etcd: added by the etcd engine under #ifdef KVQ_WITH_ETCD.
+#ifdef KVQ_WITH_ETCD
+  // etcd: one real 1-member etcd per test process (started on first use), a fresh key prefix
+  // per database. If etcd is missing or cannot start, open() throws connection_failed.
+  out.push_back({"etcd", [](const EngineOptions& options) -> std::shared_ptr<kvq::Database> {
+                   std::string why;
+                   std::string query;
+                   if (options.mvcc_window.count() > 0) {
+                     query = "mvcc_window_ms=" + std::to_string(options.mvcc_window.count());
+                   }
+                   std::string url = fresh_shared_etcd_url(query, &why);
+                   if (url.empty()) {
+                     throw Error(ErrorCode::kConnectionFailed, "no test etcd: " + why);
+                   }
+                   return kvq::open(url);
+                 }});
+#endif
   return out;
 }
 

@@ -1,0 +1,170 @@
+// A 3-member etcd cluster loses a follower and then its leader (SIGKILL) while clients push and
+// pop on one PriorityQueue; the members are restarted. Every acknowledged push must end up popped
+// or still queued, and nothing may be popped twice.
+//
+// Each push and pop carries an identity chosen outside the retry loop and leaves a receipt in the
+// same transaction, so a retry after commit_unknown_result (which failover produces) does not
+// push or pop twice: the FoundationDB way of making non-idempotent transactions safe.
+#ifdef KVQ_WITH_ETCD
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvq/kvq.h"
+#include "support/etcd_cluster.h"
+
+namespace kvq {
+namespace {
+
+using namespace std::chrono_literals;
+
+class FaultClient {
+ public:
+  explicit FaultClient(std::shared_ptr<Database> db)
+      : db_(std::move(db)),
+        pq_(db_, Subspace(Tuple().append("fault").append("q"))),
+        receipts_(Tuple().append("fault").append("r")) {}
+
+  // Pushes `value` exactly once, however often the commit's outcome is unknown.
+  void push(const std::string& value, std::int64_t priority) {
+    const std::string receipt = receipts_.pack(Tuple().append("push").append(value));
+    retry_forever([&] {
+      db_->run([&](Transaction& tr) {
+        if (tr.get(receipt)) return;  // an earlier attempt committed
+        pq_.push(tr, value, priority);
+        tr.set(receipt, "");
+      });
+    });
+  }
+
+  // Pops once (identity `pop_id`): the item, or nullopt if the queue was empty.
+  std::optional<std::string> pop(const std::string& pop_id) {
+    const std::string receipt = receipts_.pack(Tuple().append("pop").append(pop_id));
+    std::optional<std::string> out;
+    retry_forever([&] {
+      out = db_->run([&](Transaction& tr) -> std::optional<std::string> {
+        if (auto r = tr.get(receipt)) {
+          if (r->empty()) return std::nullopt;
+          return r->substr(1);
+        }
+        std::optional<std::string> v = pq_.pop_min(tr);
+        tr.set(receipt, v ? "+" + *v : "");
+        return v;
+      });
+    });
+    return out;
+  }
+
+  std::atomic<long> final_errors{0};
+
+ private:
+  // db->run retries the retryable errors; connection_failed (no member answered within the
+  // failover budget) is final for it, so retry the same identity here.
+  template <typename Fn>
+  void retry_forever(Fn fn) {
+    for (;;) {
+      try {
+        fn();
+        return;
+      } catch (const Error&) {
+        final_errors++;
+        std::this_thread::sleep_for(100ms);
+      }
+    }
+  }
+
+  std::shared_ptr<Database> db_;
+  PriorityQueue pq_;
+  Subspace receipts_;
+};
+
+TEST(EtcdFault, KillFollowerThenLeaderLosesNoAcknowledgedPushAndPopsNothingTwice) {
+  if (!testing::EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
+  testing::EtcdCluster cluster(3);
+  auto db = open(cluster.url("prefix=fault/&timeout_ms=1500&failover_ms=8000"));
+
+  constexpr int kClients = 4;
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::set<std::string> acked;
+  std::map<std::string, int> popped;
+  std::atomic<long> pushes_after_leader_kill{0};
+  std::atomic<bool> leader_killed{false};
+  std::vector<std::thread> clients;
+  std::vector<std::unique_ptr<FaultClient>> fc;
+  for (int c = 0; c < kClients; ++c) fc.push_back(std::make_unique<FaultClient>(db));
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      for (int n = 0; !stop.load(); ++n) {
+        const std::string value = "c" + std::to_string(c) + "-" + std::to_string(n);
+        fc[c]->push(value, n % 5);
+        {
+          std::lock_guard lock(mu);
+          acked.insert(value);
+        }
+        if (leader_killed.load()) pushes_after_leader_kill++;
+        if (n % 2 == 1) {
+          auto v = fc[c]->pop("c" + std::to_string(c) + "-pop-" + std::to_string(n));
+          if (v) {
+            std::lock_guard lock(mu);
+            popped[*v]++;
+          }
+        }
+      }
+    });
+  }
+
+  std::this_thread::sleep_for(1s);
+  const int leader = cluster.leader();
+  ASSERT_GE(leader, 0);
+  const int follower = (leader + 1) % cluster.size();
+  cluster.kill(follower);
+  std::this_thread::sleep_for(1500ms);
+  cluster.restart(follower);
+  cluster.wait_healthy(30s);
+  std::this_thread::sleep_for(500ms);
+  const int leader2 = cluster.leader();
+  ASSERT_GE(leader2, 0);
+  cluster.kill(leader2);
+  leader_killed = true;
+  std::this_thread::sleep_for(2s);
+  cluster.restart(leader2);
+  cluster.wait_healthy(30s);
+  std::this_thread::sleep_for(1s);
+  stop = true;
+  for (auto& t : clients) t.join();
+
+  // Drain what is left (no faults now).
+  PriorityQueue pq(db, Subspace(Tuple().append("fault").append("q")));
+  std::set<std::string> left;
+  while (auto v = pq.pop_min()) EXPECT_TRUE(left.insert(*v).second) << "queued twice: " << *v;
+
+  long errors = 0;
+  for (auto& f : fc) errors += f->final_errors;
+  std::printf("acked pushes %zu, popped %zu, left %zu, pushes after leader kill %ld, "
+              "connection errors retried %ld\n",
+              acked.size(), popped.size(), left.size(), pushes_after_leader_kill.load(), errors);
+  EXPECT_GT(acked.size(), 20u);
+  EXPECT_GT(pushes_after_leader_kill.load(), 0) << "no progress after the leader was killed";
+  for (const auto& [value, times] : popped) {
+    EXPECT_EQ(times, 1) << value << " popped " << times << " times";
+    EXPECT_FALSE(left.count(value)) << value << " popped and still queued";
+  }
+  for (const std::string& value : left) {
+    EXPECT_TRUE(acked.count(value)) << "queued but never acknowledged: " << value;
+  }
+  for (const std::string& value : acked) {
+    EXPECT_TRUE(popped.count(value) || left.count(value)) << "acknowledged push lost: " << value;
+  }
+}
+
+}  // namespace
+}  // namespace kvq
+#endif  // KVQ_WITH_ETCD
