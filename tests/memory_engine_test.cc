@@ -80,6 +80,16 @@ TEST(MemoryStore, ForgetBeforeKeepsTheNewestVersionAtTheFloorAndRefusesOlderSnap
   }
 }
 
+TEST(MemoryStore, KeySetAndClearedInOneBatchIsGarbageCollected) {
+  MemoryStore s;
+  s.apply(1, {set("a", "1"), clear("a"), set("b", "1"), clear_range("b", "c")});
+  s.apply(2, {set("live", "1")});
+  s.forget_before(2);
+  EXPECT_EQ(s.snapshot()->get("a"), std::nullopt);
+  EXPECT_EQ(s.key_count(), 1u) << "keys whose only entry is a tombstone must be dropped";
+  EXPECT_EQ(s.entry_count(), 1u);
+}
+
 TEST(MemoryEngine, MemoryStaysBoundedUnderALongQueueChurn) {
   auto store = std::make_unique<MemoryStore>();
   MemoryStore* raw = store.get();
