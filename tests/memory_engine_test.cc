@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <set>
 #include <string>
@@ -233,6 +234,71 @@ TEST(Pipeline, StoreApplyErrorFailsTheBatchAndAppliesNothing) {
   EXPECT_EQ(db.run([](Transaction& t) { return t.get("a"); }), "1");
   db.run([](Transaction& t) { t.set("a", "3"); });
   EXPECT_EQ(db.run([](Transaction& t) { return t.get("a"); }), "3");
+}
+
+// A real MemoryStore whose snapshot reads fail with io_error while told to.
+class FailingReadStore final : public txn::VersionedStore {
+ public:
+  Version latest_version() const override { return inner_.latest_version(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
+    return std::make_shared<Snapshot>(inner_.snapshot(), &fail_);
+  }
+  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+    inner_.apply(version, writes);
+  }
+  void forget_before(Version version) override { inner_.forget_before(version); }
+  std::atomic<bool> fail_{false};
+
+ private:
+  class Snapshot final : public txn::StoreSnapshot {
+   public:
+    Snapshot(std::shared_ptr<const txn::StoreSnapshot> inner, const std::atomic<bool>* fail)
+        : inner_(std::move(inner)), fail_(fail) {}
+    Version version() const override { return inner_->version(); }
+    std::optional<std::string> get(std::string_view key) const override {
+      if (fail_->load()) throw Error(ErrorCode::kIoError, "injected: read error");
+      return inner_->get(key);
+    }
+    std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
+                                    bool reverse) const override {
+      if (fail_->load()) throw Error(ErrorCode::kIoError, "injected: read error");
+      return inner_->get_range(begin, end, limit, reverse);
+    }
+
+   private:
+    std::shared_ptr<const txn::StoreSnapshot> inner_;
+    const std::atomic<bool>* fail_;
+  };
+  MemoryStore inner_;
+};
+
+TEST(Pipeline, StoreReadErrorWhileResolvingABatchFailsItAndLaterCommitsStillRun) {
+  auto store = std::make_unique<FailingReadStore>();
+  FailingReadStore* raw = store.get();
+  auto db = std::make_shared<Database>(txn::make_pipeline_engine(std::move(store), {}), "failing");
+  db->run([](Transaction& tr) { tr.set("a", "1"); });
+  raw->fail_ = true;
+  Transaction tr = db->create_transaction();
+  tr.atomic_add("n", std::int64_t{1});  // resolving the ADD reads the store
+  tr.set("a", "2");
+  try {
+    tr.commit();
+    FAIL() << "expected io_error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIoError);
+  }
+  raw->fail_ = false;
+  // The pipeline must still accept commits (a thread, so a stuck pipeline fails instead of hanging).
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> f = done->get_future();
+  std::thread([db, done] {
+    db->run([](Transaction& t) { t.set("a", "3"); });
+    done->set_value();
+  }).detach();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "the commit pipeline is stuck after a failed batch";
+  EXPECT_EQ(db->run([](Transaction& t) { return t.get("a"); }), "3");
+  EXPECT_EQ(db->run([](Transaction& t) { return t.get("n"); }), std::nullopt);
 }
 
 TEST(Pipeline, ClosingTheDatabaseFailsPendingWatches) {

@@ -237,7 +237,11 @@ class PipelineEngine final : public engine::Engine,
       batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
       lock.unlock();
-      process(batch);
+      try {
+        process(batch);
+      } catch (const std::exception& e) {
+        fail_unapplied(batch, e);
+      }
       lock.lock();
       for (PendingCommit* p : batch) {
         p->done = true;
@@ -273,7 +277,22 @@ class PipelineEngine final : public engine::Engine,
     }
   }
 
+  // process() threw (a store read while resolving ADDs, bad_alloc, ...). Unless the batch was
+  // already applied, none of its transactions committed: each gets the error.
+  void fail_unapplied(std::vector<PendingCommit*>& batch, const std::exception& e) {
+    if (batch_applied_) return;
+    const auto* kvq_error = dynamic_cast<const Error*>(&e);
+    const Error error = kvq_error != nullptr
+                            ? *kvq_error
+                            : Error(ErrorCode::kInternalError,
+                                    std::string("commit pipeline: ") + e.what());
+    for (PendingCommit* p : batch) {
+      if (!p->error) p->error = error;
+    }
+  }
+
   void process(std::vector<PendingCommit*>& batch) {
+    batch_applied_ = false;
     const Version now = now_version();
     advance_floor(now);
     const Version version = std::max(last_version_ + 1, now);
@@ -384,6 +403,7 @@ class PipelineEngine final : public engine::Engine,
       }
       return;
     }
+    batch_applied_ = true;
     commit_batches_.fetch_add(1, std::memory_order_relaxed);
     auto pin = std::make_shared<Pin>(version);
     {
@@ -450,6 +470,7 @@ class PipelineEngine final : public engine::Engine,
   // Leader-only state (the leadership handoff under queue_mu_ orders accesses).
   ConflictChecker checker_;
   Version last_version_;
+  bool batch_applied_ = false;  // the batch being processed reached the store
 
   std::atomic<Version> floor_{0};
   std::atomic<Version> last_version_published_{0};
