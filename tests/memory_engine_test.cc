@@ -301,6 +301,63 @@ TEST(Pipeline, StoreReadErrorWhileResolvingABatchFailsItAndLaterCommitsStillRun)
   EXPECT_EQ(db->run([](Transaction& t) { return t.get("n"); }), std::nullopt);
 }
 
+// A real MemoryStore whose next snapshot(), once armed, is taken and then held at a gate.
+class PausingSnapshotStore final : public txn::VersionedStore {
+ public:
+  Version latest_version() const override { return inner_.latest_version(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
+    auto snap = inner_.snapshot();
+    if (armed_.exchange(false)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      paused_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return released_; });
+    }
+    return snap;
+  }
+  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+    inner_.apply(version, writes);
+  }
+  void forget_before(Version version) override { inner_.forget_before(version); }
+  void arm() { armed_ = true; }
+  void wait_paused() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return paused_; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  MemoryStore inner_;
+  mutable std::atomic<bool> armed_{false};
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable bool paused_ = false;
+  bool released_ = false;
+};
+
+TEST(Pipeline, WatchRegisteredWhileAWriteCommitsIsNotMissed) {
+  auto store = std::make_unique<PausingSnapshotStore>();
+  PausingSnapshotStore* raw = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "pausing");
+  db.run([](Transaction& tr) { tr.set("k", "0"); });
+  Transaction tr = db.create_transaction();
+  ASSERT_EQ(tr.get("k"), "0");
+  Watch w = tr.watch("k");
+  raw->arm();  // the watch registration's snapshot (taken before the write below) is held
+  std::thread watcher([&] { tr.commit(); });
+  raw->wait_paused();
+  std::thread writer([&] { db.run([](Transaction& t) { t.set("k", "1"); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the write commits meanwhile
+  raw->release();
+  watcher.join();
+  writer.join();
+  EXPECT_TRUE(w.wait_for(std::chrono::seconds(5))) << "the change to k was missed";
+}
+
 TEST(Pipeline, ClosingTheDatabaseFailsPendingWatches) {
   Watch w;
   {

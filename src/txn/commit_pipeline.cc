@@ -134,20 +134,25 @@ class PipelineEngine final : public engine::Engine,
   void watch(std::string key, std::optional<std::string> value_seen, Version /*version*/,
              std::shared_ptr<detail::WatchState> state) override {
     std::lock_guard<std::mutex> lock(watch_mu_);
+    if (++registrations_ % 256 == 0) prune_watches();
+    // Register first, then compare with the latest value. With the fence in process() either a
+    // concurrent commit sees watch_count_ > 0 (and checks this entry under watch_mu_ once we are
+    // done), or the snapshot below includes its writes. Comparing first and registering after
+    // missed a commit applied in between while no other watch was registered.
+    auto it = watches_.emplace(std::move(key), WatchEntry{std::move(value_seen), state});
+    watch_count_.store(watches_.size(), std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     std::optional<std::string> current;
     try {
-      current = store_->snapshot()->get(key);
+      current = store_->snapshot()->get(it->first);
     } catch (const Error& e) {
       state->fail(e);
-      return;
     }
-    if (current != value_seen) {
-      state->fire();
-      return;
+    if (!state->ready() && current != it->second.value_seen) state->fire();
+    if (state->ready()) {
+      watches_.erase(it);
+      watch_count_.store(watches_.size(), std::memory_order_relaxed);
     }
-    if (++registrations_ % 256 == 0) prune_watches();
-    watches_.emplace(std::move(key), WatchEntry{std::move(value_seen), std::move(state)});
-    watch_count_.store(watches_.size(), std::memory_order_relaxed);
   }
 
   std::uint64_t commit_batches() const override {
@@ -415,6 +420,7 @@ class PipelineEngine final : public engine::Engine,
       current_pin_ = std::move(pin);
     }
     last_version_published_.store(version, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the one in watch()
     if (watch_count_.load(std::memory_order_relaxed) > 0) fire_watches(writes);
   }
 
