@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <random>
 #include <thread>
@@ -31,14 +32,17 @@ struct DatabaseCounters {
 namespace {
 
 void validate_options(const TransactionOptions& options) {
-  if (options.timeout.count() < 0) {
-    throw Error(ErrorCode::kInvalidOptionValue, "timeout must be >= 0");
+  // FoundationDB's range for both durations. Larger ones would also overflow the clock arithmetic
+  // (milliseconds::max() as nanoseconds wraps negative: an immediate timeout).
+  constexpr std::int64_t kMaxMs = std::numeric_limits<int>::max();
+  if (options.timeout.count() < 0 || options.timeout.count() > kMaxMs) {
+    throw Error(ErrorCode::kInvalidOptionValue, "timeout must be in [0, 2147483647] ms");
   }
   if (options.retry_limit < -1) {
     throw Error(ErrorCode::kInvalidOptionValue, "retry_limit must be >= -1");
   }
-  if (options.max_retry_delay.count() < 0) {
-    throw Error(ErrorCode::kInvalidOptionValue, "max_retry_delay must be >= 0");
+  if (options.max_retry_delay.count() < 0 || options.max_retry_delay.count() > kMaxMs) {
+    throw Error(ErrorCode::kInvalidOptionValue, "max_retry_delay must be in [0, 2147483647] ms");
   }
 }
 
