@@ -865,6 +865,18 @@ TEST_P(ConformanceTest, OptionDurationsOutsideFoundationDbsRangeAreRejected) {
   EXPECT_EQ(read("k"), "v");
 }
 
+TEST_P(ConformanceTest, WatchWaitForTheLongestTimeoutWaitsForTheChange) {
+  Transaction tr = db_->create_transaction();
+  Watch w = tr.watch("k");
+  tr.commit();
+  std::thread writer([&] {
+    std::this_thread::sleep_for(50ms);
+    put("k", "1");
+  });
+  EXPECT_TRUE(w.wait_for(std::chrono::milliseconds::max()));
+  writer.join();
+}
+
 TEST_P(ConformanceTest, CommitVersionAndTransactionLifecycle) {
   Transaction tr = db_->create_transaction();
   EXPECT_EQ(code_of([&] { tr.get_committed_version(); }), ErrorCode::kClientInvalidOperation);
