@@ -382,6 +382,9 @@ TEST(Pipeline, RejectsBadOptions) {
       txn::make_pipeline_engine(std::make_unique<MemoryStore>(), {.max_batch_transactions = 0}),
       Error);
   EXPECT_THROW(txn::make_pipeline_engine(nullptr, {}), Error);
+  EXPECT_THROW(txn::make_pipeline_engine(std::make_unique<MemoryStore>(),
+                                         {.mvcc_window = std::chrono::milliseconds::max()}),
+               Error);
 }
 
 TEST(Pipeline, VersionsAdvanceAboutAMillionPerSecond) {

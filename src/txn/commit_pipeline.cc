@@ -523,6 +523,10 @@ CommitResult PipelineSession::commit(CommitRequest request) {
 
 }  // namespace
 
+// The longest MVCC window in milliseconds (~24.8 days); in versions (microseconds) it must not
+// overflow.
+constexpr long long kMaxWindowMs = 2147483647;
+
 PipelineOptions pipeline_options_from_query(std::map<std::string, std::string>& query) {
   PipelineOptions options;
   auto it = query.find("mvcc_window_ms");
@@ -530,9 +534,9 @@ PipelineOptions pipeline_options_from_query(std::map<std::string, std::string>& 
     const std::string& text = it->second;
     long long ms = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
-    if (ec != std::errc() || ptr != text.data() + text.size() || ms <= 0) {
+    if (ec != std::errc() || ptr != text.data() + text.size() || ms <= 0 || ms > kMaxWindowMs) {
       throw Error(ErrorCode::kConnectionStringInvalid,
-                  "mvcc_window_ms must be a positive integer, got '" + text + "'");
+                  "mvcc_window_ms must be an integer in [1, 2147483647], got '" + text + "'");
     }
     options.mvcc_window = std::chrono::milliseconds(ms);
     query.erase(it);
@@ -543,8 +547,8 @@ PipelineOptions pipeline_options_from_query(std::map<std::string, std::string>& 
 std::shared_ptr<engine::Engine> make_pipeline_engine(std::unique_ptr<VersionedStore> store,
                                                      PipelineOptions options) {
   if (!store) throw Error(ErrorCode::kInvalidOptionValue, "make_pipeline_engine: null store");
-  if (options.mvcc_window.count() <= 0) {
-    throw Error(ErrorCode::kInvalidOptionValue, "mvcc_window must be > 0");
+  if (options.mvcc_window.count() <= 0 || options.mvcc_window.count() > kMaxWindowMs) {
+    throw Error(ErrorCode::kInvalidOptionValue, "mvcc_window must be in [1, 2147483647] ms");
   }
   if (options.max_batch_transactions < 1 || options.max_batch_transactions > 65535) {
     throw Error(ErrorCode::kInvalidOptionValue, "max_batch_transactions must be in [1, 65535]");
