@@ -849,16 +849,16 @@ TEST_P(ConformanceTest, OptionDurationsOutsideFoundationDbsRangeAreRejected) {
   Transaction tr = db_->create_transaction();
   EXPECT_EQ(code_of([&] { tr.set_options({.timeout = std::chrono::milliseconds::max()}); }),
             ErrorCode::kInvalidOptionValue);
-  EXPECT_EQ(
-      code_of([&] { tr.set_options({.max_retry_delay = std::chrono::milliseconds::max()}); }),
-      ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { tr.set_options({.max_retry_delay = std::chrono::milliseconds::max()}); }),
+            ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] {
               db_->create_transaction({.timeout = std::chrono::milliseconds(2147483648LL)});
             }),
             ErrorCode::kInvalidOptionValue);
   // The longest valid timeout (~24.8 days) does not expire at once.
-  Transaction longest = db_->create_transaction({.timeout = std::chrono::milliseconds(2147483647),
-                                                 .max_retry_delay = std::chrono::milliseconds(2147483647)});
+  Transaction longest =
+      db_->create_transaction({.timeout = std::chrono::milliseconds(2147483647),
+                               .max_retry_delay = std::chrono::milliseconds(2147483647)});
   longest.set("k", "v");
   EXPECT_EQ(longest.get("k"), "v");
   longest.commit();

@@ -288,7 +288,8 @@ TEST(Pipeline, StoreReadErrorWhileResolvingABatchFailsItAndLaterCommitsStillRun)
     EXPECT_EQ(e.code(), ErrorCode::kIoError);
   }
   raw->fail_ = false;
-  // The pipeline must still accept commits (a thread, so a stuck pipeline fails instead of hanging).
+  // The pipeline must still accept commits (a thread, so a stuck pipeline fails instead of
+  // hanging).
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> f = done->get_future();
   std::thread([db, done] {
