@@ -131,7 +131,10 @@ TEST(MemoryEngine, AnOpenTransactionPinsItsVersionUntilReleased) {
 class GatedStore final : public txn::VersionedStore {
  public:
   Version latest_version() const override { return inner_.latest_version(); }
-  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override { return inner_.snapshot(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
+    ++snapshots_;
+    return inner_.snapshot();
+  }
   void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -151,8 +154,10 @@ class GatedStore final : public txn::VersionedStore {
     open_ = true;
     cv_.notify_all();
   }
+  int snapshots() const { return snapshots_.load(); }
 
  private:
+  mutable std::atomic<int> snapshots_{0};
   MemoryStore inner_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -197,6 +202,36 @@ TEST(Pipeline, CommitsArrivingDuringABatchAreGroupedIntoTheNextBatch) {
   for (int i = 0; i < kWaiting; ++i) {
     EXPECT_EQ(db.run([&](Transaction& tr) { return tr.get("vs" + std::to_string(i)); }), stamps[i]);
   }
+}
+
+TEST(Pipeline, ExplicitReadConflictWithoutReadsIsCheckedFromAReadVersionTakenAtCommit) {
+  // FoundationDB takes a read version at commit for a transaction that never read, so its
+  // add_read_conflict_range conflicts with writes committed after that point.
+  auto store = std::make_unique<GatedStore>();
+  GatedStore* gate = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "gated");
+  std::thread writer([&] { db.run([](Transaction& tr) { tr.set("k", "1"); }); });
+  gate->wait_for_first_apply();  // the write of k is in flight, not yet applied
+  Transaction tr = db.create_transaction();
+  tr.add_read_conflict_key("k");
+  tr.set("x", "1");
+  const int snapshots_before = gate->snapshots();
+  ErrorCode code = ErrorCode::kUnknownError;  // "committed"
+  std::thread committer([&] {
+    try {
+      tr.commit();
+    } catch (const Error& e) {
+      code = e.code();
+    }
+  });
+  // Open the gate once the commit took its read version (or after 2 s if it takes none).
+  for (int i = 0; i < 200 && gate->snapshots() == snapshots_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  gate->open_gate();
+  writer.join();
+  committer.join();
+  EXPECT_EQ(code, ErrorCode::kNotCommitted);
 }
 
 // A real MemoryStore that fails apply() with io_error while told to.

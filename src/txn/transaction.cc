@@ -332,7 +332,10 @@ class TransactionState {
       }
       std::vector<std::optional<std::string>> seen = watch_values();
       engine::CommitRequest request;
-      request.read_version = has_read_version_ ? session().read_version() : -1;
+      // As FoundationDB: a transaction with read-conflict ranges but no read yet (only
+      // add_read_conflict_range) takes its read version now, so the ranges are checked.
+      request.read_version =
+          has_read_version_ || !read_conflicts_.empty() ? session().read_version() : -1;
       request.read_conflicts = coalesce(std::move(read_conflicts_));
       request.write_conflicts = coalesce(std::move(write_conflicts_));
       request.mutations = std::move(mutations_);
