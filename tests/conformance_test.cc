@@ -680,6 +680,17 @@ TEST_P(ConformanceTest, WatchSeesTheTransactionsOwnWrite) {
   EXPECT_TRUE(w.wait_for(10s));
 }
 
+TEST_P(ConformanceTest, WatchSeesTheTransactionsOwnVersionstampedValueAndAdds) {
+  Transaction tr = db_->create_transaction();
+  tr.set_versionstamped_value("w", stamped("v"));
+  tr.atomic_add("w", std::string("\x01"));
+  Watch w = tr.watch("w");
+  tr.commit();
+  EXPECT_FALSE(w.wait_for(50ms)) << "the value is the one the transaction wrote";
+  db_->run([](Transaction& t) { t.set("w", "other"); });
+  EXPECT_TRUE(w.wait_for(10s));
+}
+
 TEST_P(ConformanceTest, WatchFiresAtOnceIfTheValueChangedAfterTheReadVersion) {
   put("w", "1");
   Transaction tr = db_->create_transaction();

@@ -337,18 +337,23 @@ TEST(Pipeline, StoreReadErrorWhileResolvingABatchFailsItAndLaterCommitsStillRun)
   EXPECT_EQ(db->run([](Transaction& t) { return t.get("n"); }), std::nullopt);
 }
 
-// A real MemoryStore whose next snapshot(), once armed, is taken and then held at a gate.
+// A real MemoryStore whose next snapshot(), once armed, is held at a gate, after taking the
+// snapshot (default) or before.
 class PausingSnapshotStore final : public txn::VersionedStore {
  public:
+  explicit PausingSnapshotStore(bool pause_before_taking = false)
+      : pause_before_taking_(pause_before_taking) {}
   Version latest_version() const override { return inner_.latest_version(); }
   std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
-    auto snap = inner_.snapshot();
+    std::shared_ptr<const txn::StoreSnapshot> snap;
+    if (!pause_before_taking_) snap = inner_.snapshot();
     if (armed_.exchange(false)) {
       std::unique_lock<std::mutex> lock(mu_);
       paused_ = true;
       cv_.notify_all();
       cv_.wait(lock, [&] { return released_; });
     }
+    if (pause_before_taking_) snap = inner_.snapshot();
     return snap;
   }
   void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
@@ -367,6 +372,7 @@ class PausingSnapshotStore final : public txn::VersionedStore {
   }
 
  private:
+  const bool pause_before_taking_;
   MemoryStore inner_;
   mutable std::atomic<bool> armed_{false};
   mutable std::mutex mu_;
@@ -392,6 +398,25 @@ TEST(Pipeline, WatchRegisteredWhileAWriteCommitsIsNotMissed) {
   watcher.join();
   writer.join();
   EXPECT_TRUE(w.wait_for(std::chrono::seconds(5))) << "the change to k was missed";
+}
+
+TEST(Pipeline, WatchOnAVersionstampedValueSeesAChangeRightAfterTheCommit) {
+  auto store = std::make_unique<PausingSnapshotStore>(/*pause_before_taking=*/true);
+  PausingSnapshotStore* raw = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "pausing");
+  Transaction tr = db.create_transaction();
+  tr.set_versionstamped_value("k", std::string(10, '\0') + std::string(4, '\0'));
+  Watch w = tr.watch("k");
+  raw->arm();  // the first snapshot after the commit (watch registration) is held
+  std::thread committer([&] { tr.commit(); });
+  raw->wait_paused();
+  std::thread writer([&] { db.run([](Transaction& t) { t.set("k", "other"); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the write commits meanwhile
+  raw->release();
+  committer.join();
+  writer.join();
+  EXPECT_TRUE(w.wait_for(std::chrono::seconds(5)))
+      << "the change from the stamped value to 'other' was missed";
 }
 
 TEST(Pipeline, ClosingTheDatabaseFailsPendingWatches) {

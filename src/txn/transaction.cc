@@ -238,7 +238,8 @@ class TransactionState {
           w.operands.emplace_back(operand);
           break;
         case WriteKind::kStampedValue:
-          break;  // stays unreadable
+          w.operands.emplace_back(operand);  // stays unreadable until commit
+          break;
       }
     } else if (in_cleared(key)) {
       LocalWrite& w = writes_[std::string(key)];
@@ -275,7 +276,7 @@ class TransactionState {
     reserve(delta);
     LocalWrite& w = writes_[std::string(key)];
     w.kind = WriteKind::kStampedValue;
-    w.value.clear();
+    w.value.assign(value_with_offset);
     w.operands.clear();
     mutations_.push_back(
         {MutationType::kSetVersionstampedValue, std::string(key), std::string(value_with_offset)});
@@ -419,8 +420,9 @@ class TransactionState {
   // The transaction's own effect on one key.
   struct LocalWrite {
     WriteKind kind = WriteKind::kSet;
-    std::string value;                  // kSet: the value the transaction reads back
-    std::vector<std::string> operands;  // kAdd: ADDs applied to the committed value, in order
+    std::string value;                  // kSet: the value the transaction reads back;
+                                        // kStampedValue: the value with its offset suffix
+    std::vector<std::string> operands;  // kAdd, kStampedValue: ADDs applied after, in order
   };
   struct PendingWatch {
     std::string key;
@@ -692,13 +694,24 @@ class TransactionState {
       PendingWatch& w = watches_[i];
       try {
         std::optional<std::string> value = seen[i];
-        if (unknown_watch_values_[i]) value = engine_->begin()->get(w.key);
+        if (unknown_watch_values_[i]) value = committed_stamped_value(w.key);
         engine_->watch(w.key, std::move(value), version, w.state);
       } catch (const Error& e) {
         w.state->fail(e);
       }
     }
     watches_.clear();
+  }
+
+  // After a successful commit: the value this transaction gave `key` with
+  // set_versionstamped_value (its commit's versionstamp substituted, later ADDs applied).
+  std::string committed_stamped_value(const std::string& key) const {
+    const LocalWrite& w = writes_.find(key)->second;
+    const std::size_t size = w.value.size() - 4;  // validated by check_stamp_param
+    std::string value = w.value.substr(0, size);
+    value.replace(txn::read_u32_le(std::string_view(w.value).substr(size)), 10, versionstamp_);
+    for (const std::string& op : w.operands) value = atomic_add_bytes(value, op);
+    return value;
   }
 
   void fail_pending_watches(const Error& error) {
