@@ -304,6 +304,113 @@ TEST_P(ConformanceTest, RandomizedReadYourWritesMatchesAModel) {
 
 // ---- conflicts ----
 
+// Random local writes, then one non-snapshot range read; for every probe key, a concurrent write
+// of the probe must fail the commit iff the probe lies in the read's conflict range (FDB: [begin,
+// end), or up to just after / from the last key returned when the limit was hit) and the
+// transaction's view of it depends on the database (not set, cleared or inside a cleared range).
+// The client-side logic is engine-independent, so this runs on the memory engine only.
+TEST(ReadConflictRanges, RandomizedRangeReadsConflictExactlyOnTheKeysTheyDependOn) {
+  std::mt19937 rng(4321);
+  const std::vector<std::string> keys = {"a", "b", "c", "d", "e", "f"};
+  std::vector<std::string> probes = {""};
+  for (const std::string& k : keys) {
+    probes.push_back(k);
+    probes.push_back(k + std::string(1, '\0'));
+  }
+  auto rand_bound = [&]() -> std::string {
+    switch (rng() % 9) {
+      case 0:
+        return "";
+      case 1:
+        return "g";
+      case 2:
+        return keys[rng() % keys.size()] + std::string(1, '\0');
+      default:
+        return keys[rng() % keys.size()];
+    }
+  };
+  for (int round = 0; round < 300; ++round) {
+    std::map<std::string, std::string> committed;
+    for (const std::string& k : keys) {
+      if (rng() % 3 != 0) committed[k] = "c" + k;
+    }
+    struct Op {
+      int kind;  // 0 set, 1 clear, 2 clear_range, 3 atomic_add
+      std::string a, b;
+    };
+    std::vector<Op> ops;
+    for (int i = static_cast<int>(rng() % 4); i > 0; --i) {
+      Op op{static_cast<int>(rng() % 4), keys[rng() % keys.size()], ""};
+      if (op.kind == 2) {
+        op.b = rand_bound();
+        if (op.b < op.a) std::swap(op.a, op.b);
+      }
+      ops.push_back(op);
+    }
+    std::string begin = rand_bound(), end = rand_bound();
+    if (end < begin) std::swap(begin, end);
+    const RangeOptions options{.limit = static_cast<int>(rng() % 4), .reverse = rng() % 2 == 1};
+
+    // The model: the transaction's view, and which keys it wrote independently of the database.
+    std::map<std::string, std::string> view = committed;
+    std::vector<std::pair<std::string, std::string>> independent;  // [begin, end) ranges
+    for (const Op& op : ops) {
+      if (op.kind == 0) view[op.a] = "l" + op.a;
+      if (op.kind == 1) view.erase(op.a);
+      if (op.kind == 2) view.erase(view.lower_bound(op.a), view.lower_bound(op.b));
+      if (op.kind == 3) view[op.a] = view.count(op.a) ? view[op.a] + "" : "";
+      if (op.kind == 0 || op.kind == 1) independent.push_back({op.a, op.a + std::string(1, '\0')});
+      if (op.kind == 2) independent.push_back({op.a, op.b});
+    }
+    std::vector<std::string> expect_keys;
+    for (auto it = view.lower_bound(begin); it != view.lower_bound(end); ++it) {
+      expect_keys.push_back(it->first);
+    }
+    if (options.reverse) std::reverse(expect_keys.begin(), expect_keys.end());
+    bool hit_limit = false;
+    if (options.limit > 0 && expect_keys.size() >= static_cast<std::size_t>(options.limit)) {
+      expect_keys.resize(options.limit);
+      hit_limit = true;
+    }
+    std::string cb = begin, ce = end;
+    if (hit_limit && !options.reverse) ce = expect_keys.back() + std::string(1, '\0');
+    if (hit_limit && options.reverse) cb = expect_keys.back();
+
+    for (const std::string& probe : probes) {
+      auto db = open("memory:");
+      db->run([&](Transaction& t) {
+        for (auto& [k, v] : committed) t.set(k, v);
+      });
+      Transaction tr = db->create_transaction();
+      for (const Op& op : ops) {
+        if (op.kind == 0) tr.set(op.a, "l" + op.a);
+        if (op.kind == 1) tr.clear(op.a);
+        if (op.kind == 2) tr.clear_range(op.a, op.b);
+        if (op.kind == 3) tr.atomic_add(op.a, std::string());  // adds nothing, reads back as is
+      }
+      ASSERT_EQ(keys_of(tr.get_range(begin, end, options)), expect_keys)
+          << "round " << round << " [" << begin << ", " << end << ") limit " << options.limit;
+      db->run([&](Transaction& t) { t.set(probe, "probe"); });
+      tr.set("zz", "");
+      bool expect_conflict = cb <= probe && probe < ce;
+      for (auto& [ib, ie] : independent) {
+        if (ib <= probe && probe < ie) expect_conflict = false;
+      }
+      bool conflicted = false;
+      try {
+        tr.commit();
+      } catch (const Error& e) {
+        ASSERT_EQ(e.code(), ErrorCode::kNotCommitted);
+        conflicted = true;
+      }
+      ASSERT_EQ(conflicted, expect_conflict)
+          << "round " << round << " read [" << begin << ", " << end << ") limit " << options.limit
+          << " reverse " << options.reverse << " probe '" << probe << "' (" << probe.size()
+          << " bytes), " << ops.size() << " local ops";
+    }
+  }
+}
+
 TEST_P(ConformanceTest, ConflictingReadFailsCommitWithNotCommitted) {
   put("k", "1");
   Transaction t1 = db_->create_transaction();
@@ -578,6 +685,17 @@ TEST_P(ConformanceTest, WatchSeesTheTransactionsOwnWrite) {
   EXPECT_TRUE(w.wait_for(10s));
 }
 
+TEST_P(ConformanceTest, WatchSeesTheTransactionsOwnVersionstampedValueAndAdds) {
+  Transaction tr = db_->create_transaction();
+  tr.set_versionstamped_value("w", stamped("v"));
+  tr.atomic_add("w", std::string("\x01"));
+  Watch w = tr.watch("w");
+  tr.commit();
+  EXPECT_FALSE(w.wait_for(50ms)) << "the value is the one the transaction wrote";
+  db_->run([](Transaction& t) { t.set("w", "other"); });
+  EXPECT_TRUE(w.wait_for(10s));
+}
+
 TEST_P(ConformanceTest, WatchFiresAtOnceIfTheValueChangedAfterTheReadVersion) {
   put("w", "1");
   Transaction tr = db_->create_transaction();
@@ -847,6 +965,39 @@ TEST_P(ConformanceTest, InvalidOptionsAndInvertedRangesAreRejected) {
   EXPECT_TRUE(tr.get_range("a", "a").empty());
   tr.clear_range("a", "a");
   EXPECT_EQ(tr.approximate_size(), 0u);
+}
+
+TEST_P(ConformanceTest, OptionDurationsOutsideFoundationDbsRangeAreRejected) {
+  // FoundationDB takes timeout and max_retry_delay as [0, INT_MAX] milliseconds.
+  Transaction tr = db_->create_transaction();
+  EXPECT_EQ(code_of([&] { tr.set_options({.timeout = std::chrono::milliseconds::max()}); }),
+            ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { tr.set_options({.max_retry_delay = std::chrono::milliseconds::max()}); }),
+            ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] {
+              db_->create_transaction({.timeout = std::chrono::milliseconds(2147483648LL)});
+            }),
+            ErrorCode::kInvalidOptionValue);
+  // The longest valid timeout (~24.8 days) does not expire at once.
+  Transaction longest =
+      db_->create_transaction({.timeout = std::chrono::milliseconds(2147483647),
+                               .max_retry_delay = std::chrono::milliseconds(2147483647)});
+  longest.set("k", "v");
+  EXPECT_EQ(longest.get("k"), "v");
+  longest.commit();
+  EXPECT_EQ(read("k"), "v");
+}
+
+TEST_P(ConformanceTest, WatchWaitForTheLongestTimeoutWaitsForTheChange) {
+  Transaction tr = db_->create_transaction();
+  Watch w = tr.watch("k");
+  tr.commit();
+  std::thread writer([&] {
+    std::this_thread::sleep_for(50ms);
+    put("k", "1");
+  });
+  EXPECT_TRUE(w.wait_for(std::chrono::milliseconds::max()));
+  writer.join();
 }
 
 TEST_P(ConformanceTest, CommitVersionAndTransactionLifecycle) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <set>
 #include <string>
@@ -80,6 +81,16 @@ TEST(MemoryStore, ForgetBeforeKeepsTheNewestVersionAtTheFloorAndRefusesOlderSnap
   }
 }
 
+TEST(MemoryStore, KeySetAndClearedInOneBatchIsGarbageCollected) {
+  MemoryStore s;
+  s.apply(1, {set("a", "1"), clear("a"), set("b", "1"), clear_range("b", "c")});
+  s.apply(2, {set("live", "1")});
+  s.forget_before(2);
+  EXPECT_EQ(s.snapshot()->get("a"), std::nullopt);
+  EXPECT_EQ(s.key_count(), 1u) << "keys whose only entry is a tombstone must be dropped";
+  EXPECT_EQ(s.entry_count(), 1u);
+}
+
 TEST(MemoryEngine, MemoryStaysBoundedUnderALongQueueChurn) {
   auto store = std::make_unique<MemoryStore>();
   MemoryStore* raw = store.get();
@@ -120,7 +131,10 @@ TEST(MemoryEngine, AnOpenTransactionPinsItsVersionUntilReleased) {
 class GatedStore final : public txn::VersionedStore {
  public:
   Version latest_version() const override { return inner_.latest_version(); }
-  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override { return inner_.snapshot(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
+    ++snapshots_;
+    return inner_.snapshot();
+  }
   void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -140,8 +154,10 @@ class GatedStore final : public txn::VersionedStore {
     open_ = true;
     cv_.notify_all();
   }
+  int snapshots() const { return snapshots_.load(); }
 
  private:
+  mutable std::atomic<int> snapshots_{0};
   MemoryStore inner_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -188,6 +204,36 @@ TEST(Pipeline, CommitsArrivingDuringABatchAreGroupedIntoTheNextBatch) {
   }
 }
 
+TEST(Pipeline, ExplicitReadConflictWithoutReadsIsCheckedFromAReadVersionTakenAtCommit) {
+  // FoundationDB takes a read version at commit for a transaction that never read, so its
+  // add_read_conflict_range conflicts with writes committed after that point.
+  auto store = std::make_unique<GatedStore>();
+  GatedStore* gate = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "gated");
+  std::thread writer([&] { db.run([](Transaction& tr) { tr.set("k", "1"); }); });
+  gate->wait_for_first_apply();  // the write of k is in flight, not yet applied
+  Transaction tr = db.create_transaction();
+  tr.add_read_conflict_key("k");
+  tr.set("x", "1");
+  const int snapshots_before = gate->snapshots();
+  ErrorCode code = ErrorCode::kUnknownError;  // "committed"
+  std::thread committer([&] {
+    try {
+      tr.commit();
+    } catch (const Error& e) {
+      code = e.code();
+    }
+  });
+  // Open the gate once the commit took its read version (or after 2 s if it takes none).
+  for (int i = 0; i < 200 && gate->snapshots() == snapshots_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  gate->open_gate();
+  writer.join();
+  committer.join();
+  EXPECT_EQ(code, ErrorCode::kNotCommitted);
+}
+
 // A real MemoryStore that fails apply() with io_error while told to.
 class FailingStore final : public txn::VersionedStore {
  public:
@@ -225,6 +271,154 @@ TEST(Pipeline, StoreApplyErrorFailsTheBatchAndAppliesNothing) {
   EXPECT_EQ(db.run([](Transaction& t) { return t.get("a"); }), "3");
 }
 
+// A real MemoryStore whose snapshot reads fail with io_error while told to.
+class FailingReadStore final : public txn::VersionedStore {
+ public:
+  Version latest_version() const override { return inner_.latest_version(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
+    return std::make_shared<Snapshot>(inner_.snapshot(), &fail_);
+  }
+  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+    inner_.apply(version, writes);
+  }
+  void forget_before(Version version) override { inner_.forget_before(version); }
+  std::atomic<bool> fail_{false};
+
+ private:
+  class Snapshot final : public txn::StoreSnapshot {
+   public:
+    Snapshot(std::shared_ptr<const txn::StoreSnapshot> inner, const std::atomic<bool>* fail)
+        : inner_(std::move(inner)), fail_(fail) {}
+    Version version() const override { return inner_->version(); }
+    std::optional<std::string> get(std::string_view key) const override {
+      if (fail_->load()) throw Error(ErrorCode::kIoError, "injected: read error");
+      return inner_->get(key);
+    }
+    std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
+                                    bool reverse) const override {
+      if (fail_->load()) throw Error(ErrorCode::kIoError, "injected: read error");
+      return inner_->get_range(begin, end, limit, reverse);
+    }
+
+   private:
+    std::shared_ptr<const txn::StoreSnapshot> inner_;
+    const std::atomic<bool>* fail_;
+  };
+  MemoryStore inner_;
+};
+
+TEST(Pipeline, StoreReadErrorWhileResolvingABatchFailsItAndLaterCommitsStillRun) {
+  auto store = std::make_unique<FailingReadStore>();
+  FailingReadStore* raw = store.get();
+  auto db = std::make_shared<Database>(txn::make_pipeline_engine(std::move(store), {}), "failing");
+  db->run([](Transaction& tr) { tr.set("a", "1"); });
+  raw->fail_ = true;
+  Transaction tr = db->create_transaction();
+  tr.atomic_add("n", std::int64_t{1});  // resolving the ADD reads the store
+  tr.set("a", "2");
+  try {
+    tr.commit();
+    FAIL() << "expected io_error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIoError);
+  }
+  raw->fail_ = false;
+  // The pipeline must still accept commits (a thread, so a stuck pipeline fails instead of
+  // hanging).
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> f = done->get_future();
+  std::thread([db, done] {
+    db->run([](Transaction& t) { t.set("a", "3"); });
+    done->set_value();
+  }).detach();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "the commit pipeline is stuck after a failed batch";
+  EXPECT_EQ(db->run([](Transaction& t) { return t.get("a"); }), "3");
+  EXPECT_EQ(db->run([](Transaction& t) { return t.get("n"); }), std::nullopt);
+}
+
+// A real MemoryStore whose next snapshot(), once armed, is held at a gate, after taking the
+// snapshot (default) or before.
+class PausingSnapshotStore final : public txn::VersionedStore {
+ public:
+  explicit PausingSnapshotStore(bool pause_before_taking = false)
+      : pause_before_taking_(pause_before_taking) {}
+  Version latest_version() const override { return inner_.latest_version(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
+    std::shared_ptr<const txn::StoreSnapshot> snap;
+    if (!pause_before_taking_) snap = inner_.snapshot();
+    if (armed_.exchange(false)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      paused_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return released_; });
+    }
+    if (pause_before_taking_) snap = inner_.snapshot();
+    return snap;
+  }
+  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+    inner_.apply(version, writes);
+  }
+  void forget_before(Version version) override { inner_.forget_before(version); }
+  void arm() { armed_ = true; }
+  void wait_paused() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return paused_; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  const bool pause_before_taking_;
+  MemoryStore inner_;
+  mutable std::atomic<bool> armed_{false};
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable bool paused_ = false;
+  bool released_ = false;
+};
+
+TEST(Pipeline, WatchRegisteredWhileAWriteCommitsIsNotMissed) {
+  auto store = std::make_unique<PausingSnapshotStore>();
+  PausingSnapshotStore* raw = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "pausing");
+  db.run([](Transaction& tr) { tr.set("k", "0"); });
+  Transaction tr = db.create_transaction();
+  ASSERT_EQ(tr.get("k"), "0");
+  Watch w = tr.watch("k");
+  raw->arm();  // the watch registration's snapshot (taken before the write below) is held
+  std::thread watcher([&] { tr.commit(); });
+  raw->wait_paused();
+  std::thread writer([&] { db.run([](Transaction& t) { t.set("k", "1"); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the write commits meanwhile
+  raw->release();
+  watcher.join();
+  writer.join();
+  EXPECT_TRUE(w.wait_for(std::chrono::seconds(5))) << "the change to k was missed";
+}
+
+TEST(Pipeline, WatchOnAVersionstampedValueSeesAChangeRightAfterTheCommit) {
+  auto store = std::make_unique<PausingSnapshotStore>(/*pause_before_taking=*/true);
+  PausingSnapshotStore* raw = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "pausing");
+  Transaction tr = db.create_transaction();
+  tr.set_versionstamped_value("k", std::string(10, '\0') + std::string(4, '\0'));
+  Watch w = tr.watch("k");
+  raw->arm();  // the first snapshot after the commit (watch registration) is held
+  std::thread committer([&] { tr.commit(); });
+  raw->wait_paused();
+  std::thread writer([&] { db.run([](Transaction& t) { t.set("k", "other"); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the write commits meanwhile
+  raw->release();
+  committer.join();
+  writer.join();
+  EXPECT_TRUE(w.wait_for(std::chrono::seconds(5)))
+      << "the change from the stamped value to 'other' was missed";
+}
+
 TEST(Pipeline, ClosingTheDatabaseFailsPendingWatches) {
   Watch w;
   {
@@ -249,6 +443,9 @@ TEST(Pipeline, RejectsBadOptions) {
       txn::make_pipeline_engine(std::make_unique<MemoryStore>(), {.max_batch_transactions = 0}),
       Error);
   EXPECT_THROW(txn::make_pipeline_engine(nullptr, {}), Error);
+  EXPECT_THROW(txn::make_pipeline_engine(std::make_unique<MemoryStore>(),
+                                         {.mvcc_window = std::chrono::milliseconds::max()}),
+               Error);
 }
 
 TEST(Pipeline, VersionsAdvanceAboutAMillionPerSecond) {

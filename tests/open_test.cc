@@ -35,6 +35,22 @@ TEST(Open, MemoryAcceptsTheMvccWindowOption) {
   EXPECT_NO_THROW(open("memory:?mvcc_window_ms=250"));
 }
 
+TEST(Open, TheLongestMvccWindowKeepsAnOpenTransactionReadable) {
+  auto db = open("memory:?mvcc_window_ms=2147483647");
+  Transaction reader = db->create_transaction();
+  EXPECT_EQ(reader.get("k"), std::nullopt);
+  db->run([](Transaction& tr) { tr.set("k", "v"); });
+  db->run([](Transaction& tr) { tr.set("k", "w"); });
+  EXPECT_EQ(reader.get("k"), std::nullopt);
+}
+
+TEST(Open, MvccWindowAboveIntMaxMillisecondsIsConnectionStringInvalid) {
+  // 9223372036854775807 ms overflowed when converted to versions (microseconds).
+  EXPECT_EQ(open_error("memory:?mvcc_window_ms=9223372036854775807"),
+            ErrorCode::kConnectionStringInvalid);
+  EXPECT_EQ(open_error("memory:?mvcc_window_ms=2147483648"), ErrorCode::kConnectionStringInvalid);
+}
+
 TEST(Open, MalformedOrUnknownUrlsAreConnectionStringInvalid) {
   for (const char* url :
        {"", "memory", ":memory", "bogus:", "MEMORY:", "memory:/path", "memory:?mvcc_window_ms=abc",

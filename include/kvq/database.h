@@ -185,7 +185,8 @@ class Transaction {
   // Discards all reads, writes and the read version; clears options.
   void reset();
 
-  // Sets the options (see TransactionOptions). Throws invalid_option_value for negative values.
+  // Sets the options (see TransactionOptions). Throws invalid_option_value for negative values
+  // and for durations over 2,147,483,647 ms (FoundationDB's range).
   void set_options(const TransactionOptions& options);
   const TransactionOptions& options() const;
 
@@ -215,7 +216,7 @@ class Database : public std::enable_shared_from_this<Database> {
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
-  // A new transaction with `options`.
+  // A new transaction with `options`. Throws invalid_option_value as Transaction::set_options.
   Transaction create_transaction(const TransactionOptions& options = {});
 
   // FoundationDB's retry loop (the seeds' @fdb.transactional): creates a transaction, calls

@@ -134,20 +134,25 @@ class PipelineEngine final : public engine::Engine,
   void watch(std::string key, std::optional<std::string> value_seen, Version /*version*/,
              std::shared_ptr<detail::WatchState> state) override {
     std::lock_guard<std::mutex> lock(watch_mu_);
+    if (++registrations_ % 256 == 0) prune_watches();
+    // Register first, then compare with the latest value. With the fence in process() either a
+    // concurrent commit sees watch_count_ > 0 (and checks this entry under watch_mu_ once we are
+    // done), or the snapshot below includes its writes. Comparing first and registering after
+    // missed a commit applied in between while no other watch was registered.
+    auto it = watches_.emplace(std::move(key), WatchEntry{std::move(value_seen), state});
+    watch_count_.store(watches_.size(), std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     std::optional<std::string> current;
     try {
-      current = store_->snapshot()->get(key);
+      current = store_->snapshot()->get(it->first);
     } catch (const Error& e) {
       state->fail(e);
-      return;
     }
-    if (current != value_seen) {
-      state->fire();
-      return;
+    if (!state->ready() && current != it->second.value_seen) state->fire();
+    if (state->ready()) {
+      watches_.erase(it);
+      watch_count_.store(watches_.size(), std::memory_order_relaxed);
     }
-    if (++registrations_ % 256 == 0) prune_watches();
-    watches_.emplace(std::move(key), WatchEntry{std::move(value_seen), std::move(state)});
-    watch_count_.store(watches_.size(), std::memory_order_relaxed);
   }
 
   std::uint64_t commit_batches() const override {
@@ -237,7 +242,11 @@ class PipelineEngine final : public engine::Engine,
       batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
       lock.unlock();
-      process(batch);
+      try {
+        process(batch);
+      } catch (const std::exception& e) {
+        fail_unapplied(batch, e);
+      }
       lock.lock();
       for (PendingCommit* p : batch) {
         p->done = true;
@@ -273,7 +282,22 @@ class PipelineEngine final : public engine::Engine,
     }
   }
 
+  // process() threw (a store read while resolving ADDs, bad_alloc, ...). Unless the batch was
+  // already applied, none of its transactions committed: each gets the error.
+  void fail_unapplied(std::vector<PendingCommit*>& batch, const std::exception& e) {
+    if (batch_applied_) return;
+    const auto* kvq_error = dynamic_cast<const Error*>(&e);
+    const Error error = kvq_error != nullptr
+                            ? *kvq_error
+                            : Error(ErrorCode::kInternalError,
+                                    std::string("commit pipeline: ") + e.what());
+    for (PendingCommit* p : batch) {
+      if (!p->error) p->error = error;
+    }
+  }
+
   void process(std::vector<PendingCommit*>& batch) {
+    batch_applied_ = false;
     const Version now = now_version();
     advance_floor(now);
     const Version version = std::max(last_version_ + 1, now);
@@ -384,6 +408,7 @@ class PipelineEngine final : public engine::Engine,
       }
       return;
     }
+    batch_applied_ = true;
     commit_batches_.fetch_add(1, std::memory_order_relaxed);
     auto pin = std::make_shared<Pin>(version);
     {
@@ -395,6 +420,7 @@ class PipelineEngine final : public engine::Engine,
       current_pin_ = std::move(pin);
     }
     last_version_published_.store(version, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the one in watch()
     if (watch_count_.load(std::memory_order_relaxed) > 0) fire_watches(writes);
   }
 
@@ -450,6 +476,7 @@ class PipelineEngine final : public engine::Engine,
   // Leader-only state (the leadership handoff under queue_mu_ orders accesses).
   ConflictChecker checker_;
   Version last_version_;
+  bool batch_applied_ = false;  // the batch being processed reached the store
 
   std::atomic<Version> floor_{0};
   std::atomic<Version> last_version_published_{0};
@@ -496,6 +523,10 @@ CommitResult PipelineSession::commit(CommitRequest request) {
 
 }  // namespace
 
+// The longest MVCC window in milliseconds (~24.8 days); in versions (microseconds) it must not
+// overflow.
+constexpr long long kMaxWindowMs = 2147483647;
+
 PipelineOptions pipeline_options_from_query(std::map<std::string, std::string>& query) {
   PipelineOptions options;
   auto it = query.find("mvcc_window_ms");
@@ -503,9 +534,9 @@ PipelineOptions pipeline_options_from_query(std::map<std::string, std::string>& 
     const std::string& text = it->second;
     long long ms = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
-    if (ec != std::errc() || ptr != text.data() + text.size() || ms <= 0) {
+    if (ec != std::errc() || ptr != text.data() + text.size() || ms <= 0 || ms > kMaxWindowMs) {
       throw Error(ErrorCode::kConnectionStringInvalid,
-                  "mvcc_window_ms must be a positive integer, got '" + text + "'");
+                  "mvcc_window_ms must be an integer in [1, 2147483647], got '" + text + "'");
     }
     options.mvcc_window = std::chrono::milliseconds(ms);
     query.erase(it);
@@ -516,8 +547,8 @@ PipelineOptions pipeline_options_from_query(std::map<std::string, std::string>& 
 std::shared_ptr<engine::Engine> make_pipeline_engine(std::unique_ptr<VersionedStore> store,
                                                      PipelineOptions options) {
   if (!store) throw Error(ErrorCode::kInvalidOptionValue, "make_pipeline_engine: null store");
-  if (options.mvcc_window.count() <= 0) {
-    throw Error(ErrorCode::kInvalidOptionValue, "mvcc_window must be > 0");
+  if (options.mvcc_window.count() <= 0 || options.mvcc_window.count() > kMaxWindowMs) {
+    throw Error(ErrorCode::kInvalidOptionValue, "mvcc_window must be in [1, 2147483647] ms");
   }
   if (options.max_batch_transactions < 1 || options.max_batch_transactions > 65535) {
     throw Error(ErrorCode::kInvalidOptionValue, "max_batch_transactions must be in [1, 65535]");

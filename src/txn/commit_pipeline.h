@@ -41,16 +41,16 @@ namespace kvq::txn {
 // Options of the pipeline (and so of the engines built on it).
 struct PipelineOptions {
   // How long a read version stays usable after a newer version superseded it; older read
-  // versions get transaction_too_old. Must be > 0. Default: 5 s (FoundationDB's).
+  // versions get transaction_too_old. Must be in [1, 2147483647] ms. Default: 5 s (FDB's).
   std::chrono::milliseconds mvcc_window{5000};
   // Most transactions one commit batch takes (versionstamps number them in 2 bytes). Must be in
   // [1, 65535]. Default: 1024.
   std::size_t max_batch_transactions = 1024;
 };
 
-// Reads the pipeline options from URL query parameters: "mvcc_window_ms" (integer > 0). Other
-// keys are left alone; returns the keys it consumed removed from `query`. Throws
-// connection_string_invalid for a malformed value.
+// Reads the pipeline options from URL query parameters: "mvcc_window_ms" (integer in
+// [1, 2147483647]). Other keys are left alone; returns the keys it consumed removed from `query`.
+// Throws connection_string_invalid for a malformed value.
 PipelineOptions pipeline_options_from_query(std::map<std::string, std::string>& query);
 
 // Builds an Engine that runs every commit through the shared pipeline into `store`. The store must

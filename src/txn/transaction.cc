@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <random>
 #include <thread>
@@ -31,14 +32,17 @@ struct DatabaseCounters {
 namespace {
 
 void validate_options(const TransactionOptions& options) {
-  if (options.timeout.count() < 0) {
-    throw Error(ErrorCode::kInvalidOptionValue, "timeout must be >= 0");
+  // FoundationDB's range for both durations. Larger ones would also overflow the clock arithmetic
+  // (milliseconds::max() as nanoseconds wraps negative: an immediate timeout).
+  constexpr std::int64_t kMaxMs = std::numeric_limits<int>::max();
+  if (options.timeout.count() < 0 || options.timeout.count() > kMaxMs) {
+    throw Error(ErrorCode::kInvalidOptionValue, "timeout must be in [0, 2147483647] ms");
   }
   if (options.retry_limit < -1) {
     throw Error(ErrorCode::kInvalidOptionValue, "retry_limit must be >= -1");
   }
-  if (options.max_retry_delay.count() < 0) {
-    throw Error(ErrorCode::kInvalidOptionValue, "max_retry_delay must be >= 0");
+  if (options.max_retry_delay.count() < 0 || options.max_retry_delay.count() > kMaxMs) {
+    throw Error(ErrorCode::kInvalidOptionValue, "max_retry_delay must be in [0, 2147483647] ms");
   }
 }
 
@@ -234,7 +238,8 @@ class TransactionState {
           w.operands.emplace_back(operand);
           break;
         case WriteKind::kStampedValue:
-          break;  // stays unreadable
+          w.operands.emplace_back(operand);  // stays unreadable until commit
+          break;
       }
     } else if (in_cleared(key)) {
       LocalWrite& w = writes_[std::string(key)];
@@ -271,7 +276,7 @@ class TransactionState {
     reserve(delta);
     LocalWrite& w = writes_[std::string(key)];
     w.kind = WriteKind::kStampedValue;
-    w.value.clear();
+    w.value.assign(value_with_offset);
     w.operands.clear();
     mutations_.push_back(
         {MutationType::kSetVersionstampedValue, std::string(key), std::string(value_with_offset)});
@@ -328,7 +333,10 @@ class TransactionState {
       }
       std::vector<std::optional<std::string>> seen = watch_values();
       engine::CommitRequest request;
-      request.read_version = has_read_version_ ? session().read_version() : -1;
+      // As FoundationDB: a transaction with read-conflict ranges but no read yet (only
+      // add_read_conflict_range) takes its read version now, so the ranges are checked.
+      request.read_version =
+          has_read_version_ || !read_conflicts_.empty() ? session().read_version() : -1;
       request.read_conflicts = coalesce(std::move(read_conflicts_));
       request.write_conflicts = coalesce(std::move(write_conflicts_));
       request.mutations = std::move(mutations_);
@@ -412,8 +420,9 @@ class TransactionState {
   // The transaction's own effect on one key.
   struct LocalWrite {
     WriteKind kind = WriteKind::kSet;
-    std::string value;                  // kSet: the value the transaction reads back
-    std::vector<std::string> operands;  // kAdd: ADDs applied to the committed value, in order
+    std::string value;                  // kSet: the value the transaction reads back;
+                                        // kStampedValue: the value with its offset suffix
+    std::vector<std::string> operands;  // kAdd, kStampedValue: ADDs applied after, in order
   };
   struct PendingWatch {
     std::string key;
@@ -685,13 +694,24 @@ class TransactionState {
       PendingWatch& w = watches_[i];
       try {
         std::optional<std::string> value = seen[i];
-        if (unknown_watch_values_[i]) value = engine_->begin()->get(w.key);
+        if (unknown_watch_values_[i]) value = committed_stamped_value(w.key);
         engine_->watch(w.key, std::move(value), version, w.state);
       } catch (const Error& e) {
         w.state->fail(e);
       }
     }
     watches_.clear();
+  }
+
+  // After a successful commit: the value this transaction gave `key` with
+  // set_versionstamped_value (its commit's versionstamp substituted, later ADDs applied).
+  std::string committed_stamped_value(const std::string& key) const {
+    const LocalWrite& w = writes_.find(key)->second;
+    const std::size_t size = w.value.size() - 4;  // validated by check_stamp_param
+    std::string value = w.value.substr(0, size);
+    value.replace(txn::read_u32_le(std::string_view(w.value).substr(size)), 10, versionstamp_);
+    for (const std::string& op : w.operands) value = atomic_add_bytes(value, op);
+    return value;
   }
 
   void fail_pending_watches(const Error& error) {

@@ -33,7 +33,14 @@ bool WatchState::fired() const {
 
 bool WatchState::wait_for(std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [this] { return outcome_ != Outcome::kPending; });
+  auto done = [this] { return outcome_ != Outcome::kPending; };
+  // A timeout of a century or more (e.g. milliseconds::max()) means "no timeout": now + timeout
+  // in the clock's nanoseconds would overflow and expire at once.
+  if (timeout >= std::chrono::hours(24 * 365 * 100)) {
+    cv_.wait(lock, done);
+  } else {
+    cv_.wait_for(lock, timeout, done);
+  }
   if (outcome_ == Outcome::kFailed) throw *error_;
   return outcome_ == Outcome::kFired;
 }

@@ -73,7 +73,10 @@ std::shared_ptr<const txn::StoreSnapshot> MemoryStore::snapshot() const {
 void MemoryStore::append(const std::string& key, Chain& chain, Version version,
                          std::optional<std::string> value) {
   if (!chain.empty() && chain.back().version == version) {
+    // Rewritten within the batch. A tombstone must still be collected, even if the key was
+    // created by this same batch (its chain was not queued then).
     chain.back().value = std::move(value);
+    if (!chain.back().value) superseded_.emplace_back(version, key);
     return;
   }
   chain.push_back({version, std::move(value)});
