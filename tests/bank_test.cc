@@ -35,7 +35,9 @@ TEST_P(BankTest, ConcurrentTransfersPreserveTheTotal) {
   });
   const std::int64_t total = kAccounts * kInitial;
   const int kWorkers = 8;
-  const int kTransfersPerWorker = 12500;  // 100,000 committed transfers in all
+  // 100,000 committed transfers in all; 10,000 on etcd, whose commits are network round trips
+  // (about 1,000/s on this 2-core machine).
+  const int kTransfersPerWorker = GetParam().name == "etcd" ? 1250 : 12500;
   std::atomic<bool> stop{false};
   std::atomic<int> audits{0};
   std::atomic<int> bad_audits{0};

@@ -454,6 +454,8 @@ class EtcdEngineImpl : public std::enable_shared_from_this<EtcdEngineImpl> {
   std::string to_etcd(std::string_view key) const { return encode_key(opt_.prefix, key); }
   // The versionstamp sequencer (not an encoded key, so no kvq range ever contains it).
   std::string sequencer_key() const { return opt_.prefix + "\xff\xff\xff\xff/versionstamp"; }
+  // Written by commits that would otherwise change nothing, so every commit gets its own revision.
+  std::string commit_marker_key() const { return opt_.prefix + "\xff\xff\xff\xff/commit"; }
 
   // Reads `key`'s group at the latest revision and, if it has at least `min_deltas` delta
   // records, replaces up to 100 of them by one delta holding their sum (stale ones, older than
@@ -963,6 +965,17 @@ class EtcdSession : public Session {
         pb::RequestOp op;
         op.mutable_request_put()->set_key(seq_key);
         op.mutable_request_put()->set_value(be64(sequence));
+        ops.push_back(std::move(op));
+      }
+      // etcd does not advance the revision for a Txn that changes nothing (e.g. only deletes of
+      // absent keys), so two such commits would share a version. A put always advances it; a put
+      // to this key outside every kvq range reads nothing and conflicts with nothing.
+      const bool has_put = std::any_of(ops.begin(), ops.end(), [](const pb::RequestOp& op) {
+        return op.has_request_put();
+      });
+      if (!ops.empty() && !has_put) {
+        pb::RequestOp op;
+        op.mutable_request_put()->set_key(engine_->commit_marker_key());
         ops.push_back(std::move(op));
       }
       if (static_cast<int>(ops.size()) > max_ops) {
