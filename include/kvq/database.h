@@ -47,6 +47,7 @@ class Session;
 namespace detail {
 class WatchState;
 class TransactionState;
+struct DatabaseCounters;
 }  // namespace detail
 
 // A commit version. Increases with every commit batch; comparable across transactions of one
@@ -208,7 +209,8 @@ struct DatabaseStats {
 // A handle to one database. Create with kvq::open(). Thread-safe.
 class Database : public std::enable_shared_from_this<Database> {
  public:
-  explicit Database(std::shared_ptr<engine::Engine> engine);
+  // A database over `engine`; url() returns `url` (kvq::open passes the URL it was given).
+  explicit Database(std::shared_ptr<engine::Engine> engine, std::string url = "");
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
@@ -252,6 +254,8 @@ class Database : public std::enable_shared_from_this<Database> {
 
  private:
   std::shared_ptr<engine::Engine> engine_;
+  std::string url_;
+  std::shared_ptr<detail::DatabaseCounters> counters_;  // shared with its transactions
 };
 
 // Opens a database by URL:

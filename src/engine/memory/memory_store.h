@@ -1,0 +1,68 @@
+// Internal: the in-memory MVCC VersionedStore of the "memory:" engine. An ordered map from key to
+// its version chain (oldest first; a chain entry without value is a tombstone). Garbage collection
+// below forget_before()'s floor keeps, per key, only the newest entry at or below the floor (and
+// drops keys whose surviving entry is a tombstone), incrementally: each apply() queues the keys it
+// superseded, forget_before() compacts those whose superseding version fell below the floor.
+// Memory therefore tracks the live data plus the versions newer than the floor.
+//
+// Thread safety: as VersionedStore: apply()/forget_before() from one thread at a time, snapshot()
+// and snapshot reads from any thread. Snapshots must not outlive the store. A snapshot whose
+// version fell below the floor throws transaction_too_old on read.
+#ifndef KVQ_SRC_ENGINE_MEMORY_MEMORY_STORE_H_
+#define KVQ_SRC_ENGINE_MEMORY_MEMORY_STORE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/txn/versioned_store.h"
+
+namespace kvq::engine {
+
+class MemoryStore final : public txn::VersionedStore {
+ public:
+  MemoryStore() = default;
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  Version latest_version() const override;
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override;
+  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override;
+  void forget_before(Version version) override;
+
+  // For tests: the number of keys held (live or with pending versions) and of chain entries.
+  std::size_t key_count() const;
+  std::size_t entry_count() const;
+
+ private:
+  class Snapshot;
+  struct Entry {
+    Version version;
+    std::optional<std::string> value;  // nullopt: tombstone
+  };
+  using Chain = std::vector<Entry>;
+
+  // The entry of `chain` visible at `version`, or null.
+  static const Entry* visible(const Chain& chain, Version version);
+  void append(const std::string& key, Chain& chain, Version version,
+              std::optional<std::string> value);
+  void compact(const std::string& key);
+
+  mutable std::shared_mutex mu_;
+  std::map<std::string, Chain, std::less<>> data_;
+  std::atomic<Version> latest_{0};
+  Version floor_ = 0;  // guarded by mu_
+  // Keys with superseded entries, by superseding version (writer thread only, under mu_).
+  std::deque<std::pair<Version, std::string>> superseded_;
+};
+
+}  // namespace kvq::engine
+
+#endif  // KVQ_SRC_ENGINE_MEMORY_MEMORY_STORE_H_

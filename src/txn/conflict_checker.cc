@@ -1,0 +1,106 @@
+#include "src/txn/conflict_checker.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace kvq::txn {
+
+ConflictChecker::ConflictChecker() { steps_.emplace(std::string(), 0); }
+
+std::vector<ConflictChecker::Outcome> ConflictChecker::resolve(
+    std::span<const CheckerTransaction> batch, Version version) {
+  std::vector<Outcome> out(batch.size(), Outcome::kCommitted);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const CheckerTransaction& tr = batch[i];
+    if (tr.read_version >= 0) {
+      if (tr.read_version < floor_) {
+        out[i] = Outcome::kTooOld;
+        continue;
+      }
+      if (tr.read_ranges != nullptr) {
+        bool conflict = false;
+        for (const engine::KeyRange& r : *tr.read_ranges) {
+          if (r.begin < r.end && intersects_newer(r.begin, r.end, tr.read_version)) {
+            conflict = true;
+            break;
+          }
+        }
+        if (conflict) {
+          out[i] = Outcome::kConflict;
+          continue;
+        }
+      }
+    }
+    // Committed: its writes are visible to the later transactions of this batch right away,
+    // because `version` is above all of their read versions.
+    if (tr.write_ranges != nullptr) {
+      for (const engine::KeyRange& w : *tr.write_ranges) {
+        if (w.begin < w.end) record(w.begin, w.end, version);
+      }
+    }
+  }
+  return out;
+}
+
+bool ConflictChecker::intersects_newer(const std::string& begin, const std::string& end,
+                                       Version read_version) const {
+  auto it = std::prev(steps_.upper_bound(begin));
+  for (; it != steps_.end() && it->first < end; ++it) {
+    if (it->second > read_version) return true;
+  }
+  return false;
+}
+
+Version ConflictChecker::max_write_version(const std::string& begin,
+                                           const std::string& end) const {
+  Version best = 0;
+  auto it = std::prev(steps_.upper_bound(begin));
+  for (; it != steps_.end() && it->first < end; ++it) {
+    if (it->second > floor_) best = std::max(best, it->second);
+  }
+  return best;
+}
+
+void ConflictChecker::record(const std::string& begin, const std::string& end, Version version) {
+  // The value the step function has at `end`, to restore after the overwritten segment.
+  auto at_end = std::prev(steps_.upper_bound(end));
+  const bool end_exists = at_end->first == end;
+  const Version end_version = at_end->second;
+  auto lo = steps_.lower_bound(begin);
+  auto hi = end_exists ? at_end : std::next(at_end);
+  // Entries in [begin, end) are replaced by one entry at begin.
+  hi = steps_.erase(lo, hi);
+  if (!end_exists) hi = steps_.emplace_hint(hi, end, end_version);
+  // hi now points at the entry for `end`; everything in [begin, end) is gone. Insert `begin`
+  // unless the segment before it already has this version (then it simply extends).
+  if (hi == steps_.begin() || std::prev(hi)->second != version) {
+    steps_.emplace_hint(hi, begin, version);
+  }
+  // Merge the end entry if it continues the same version.
+  if (hi->second == version) steps_.erase(hi);
+  recorded_.emplace_back(version, begin);
+}
+
+void ConflictChecker::set_floor(Version floor) {
+  if (floor <= floor_) return;
+  floor_ = floor;
+  collect_garbage();
+}
+
+void ConflictChecker::collect_garbage() {
+  while (!recorded_.empty() && recorded_.front().first <= floor_) {
+    auto it = steps_.find(recorded_.front().second);
+    recorded_.pop_front();
+    if (it == steps_.end() || it->second > floor_) continue;  // merged or rewritten since
+    it->second = 0;
+    // Merge with old neighbours on both sides.
+    if (it != steps_.begin() && std::prev(it)->second <= floor_) {
+      it = std::prev(steps_.erase(it));
+      it->second = 0;
+    }
+    auto next = std::next(it);
+    while (next != steps_.end() && next->second <= floor_) next = steps_.erase(next);
+  }
+}
+
+}  // namespace kvq::txn

@@ -1,0 +1,86 @@
+// Internal: the conflict checker of the commit pipeline, after FoundationDB's resolver
+// (ConflictBatch). It remembers, for every key, the version of the last committed write that
+// covered it (a step function over the key space), and decides batches of transactions in commit
+// order:
+//   phase 1  too old:    read_version < floor()          -> kTooOld
+//   phase 2  history:    a read range meets a write with version > read_version -> kConflict
+//   phase 3  intra-batch: a read range meets a write of an earlier committed transaction of the
+//                         same batch -> kConflict (the batch's writes enter the history at once,
+//                         at the batch version, which is above every read version of the batch)
+//   phase 4  record:     the writes of committed transactions enter the history at the version.
+// A transaction that never read (read_version < 0) is only recorded.
+//
+// History below the floor is meaningless (no transaction reading there is accepted), so
+// set_floor() turns it into "old" and merges adjacent old segments: the history holds only the
+// writes newer than the floor, whatever the past (a queue churn that deletes millions of keys
+// leaves a handful of segments). Checks cost O(log n + segments inside the read range).
+//
+// Example:
+//   ConflictChecker checker;
+//   std::vector<CheckerTransaction> batch = {{read_version, &reads, &writes}};
+//   std::vector<ConflictChecker::Outcome> out = checker.resolve(batch, commit_version);
+//
+// Thread safety: not thread-safe; the pipeline calls it from one thread at a time.
+#ifndef KVQ_SRC_TXN_CONFLICT_CHECKER_H_
+#define KVQ_SRC_TXN_CONFLICT_CHECKER_H_
+
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/engine/engine.h"
+
+namespace kvq::txn {
+
+// One transaction of a batch, as the checker sees it. The pointed-to vectors must outlive resolve().
+struct CheckerTransaction {
+  Version read_version = -1;                                // -1: the transaction never read
+  const std::vector<engine::KeyRange>* read_ranges = nullptr;   // may be null (none)
+  const std::vector<engine::KeyRange>* write_ranges = nullptr;  // may be null (none)
+};
+
+class ConflictChecker {
+ public:
+  enum class Outcome { kCommitted, kConflict, kTooOld };
+
+  ConflictChecker();
+
+  // Decides `batch` in order, as if committed at `version`, and records the write ranges of the
+  // committed ones at `version`. Requires version > every version passed before and > every
+  // read_version in the batch. Empty ranges (begin >= end) are ignored. Returns one outcome per
+  // transaction.
+  std::vector<Outcome> resolve(std::span<const CheckerTransaction> batch, Version version);
+
+  // Declares that no transaction with a read version below `floor` will be accepted any more
+  // (they get kTooOld); history at or below it is merged away. Monotonic: lower values are ignored.
+  void set_floor(Version floor);
+  Version floor() const { return floor_; }
+
+  // The number of segments of the step function (for tests of the garbage collection).
+  std::size_t history_size() const { return steps_.size(); }
+  // The newest version of a write that covered some key of [begin, end), or 0 if none newer than
+  // the floor (for tests).
+  Version max_write_version(const std::string& begin, const std::string& end) const;
+
+ private:
+  // True if some key of [begin, end) was written after `read_version`.
+  bool intersects_newer(const std::string& begin, const std::string& end,
+                        Version read_version) const;
+  void record(const std::string& begin, const std::string& end, Version version);
+  void collect_garbage();
+
+  // Step function: an entry (k, v) means keys in [k, next entry's key) were last written at v
+  // (v <= floor_ means "old"). There is always an entry at "".
+  std::map<std::string, Version, std::less<>> steps_;
+  // Begin keys of recorded writes in version order, for incremental garbage collection.
+  std::deque<std::pair<Version, std::string>> recorded_;
+  Version floor_ = 0;
+};
+
+}  // namespace kvq::txn
+
+#endif  // KVQ_SRC_TXN_CONFLICT_CHECKER_H_

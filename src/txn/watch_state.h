@@ -1,0 +1,45 @@
+// Internal: the shared state behind a kvq::Watch. Engines fire or fail it; users wait on it through
+// kvq::Watch. Every engine (memory, rocksdb, etcd) uses this one class.
+#ifndef KVQ_SRC_TXN_WATCH_STATE_H_
+#define KVQ_SRC_TXN_WATCH_STATE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+#include "kvq/error.h"
+
+namespace kvq::detail {
+
+// A one-shot outcome: pending, then either fired or failed (the first call of fire()/fail() wins,
+// later calls are ignored). Thread-safe.
+class WatchState {
+ public:
+  WatchState() = default;
+  WatchState(const WatchState&) = delete;
+  WatchState& operator=(const WatchState&) = delete;
+
+  // Marks the watch fired and wakes every waiter. No effect if already fired or failed.
+  void fire();
+  // Marks the watch failed with `error` and wakes every waiter. No effect if already done.
+  void fail(const Error& error);
+  // True once fired or failed.
+  bool ready() const;
+  // True if fired (not failed).
+  bool fired() const;
+  // Blocks until fired (returns true), or `timeout` passes (returns false). Throws the failure
+  // error if the watch failed.
+  bool wait_for(std::chrono::milliseconds timeout) const;
+
+ private:
+  enum class Outcome { kPending, kFired, kFailed };
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  Outcome outcome_ = Outcome::kPending;
+  std::optional<Error> error_;
+};
+
+}  // namespace kvq::detail
+
+#endif  // KVQ_SRC_TXN_WATCH_STATE_H_

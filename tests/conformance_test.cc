@@ -1,0 +1,801 @@
+// The conformance suite: every rule of FoundationDB's transaction semantics kvq promises
+// (include/kvq/database.h), run against every engine of tests/support/engines.h.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvq/database.h"
+#include "support/engines.h"
+
+namespace kvq {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::EngineFactory;
+using testing::EngineOptions;
+
+std::string le64(std::int64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
+  return s;
+}
+
+std::int64_t from_le64(const std::string& s) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < s.size() && i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(s[i])} << (8 * i);
+  return static_cast<std::int64_t>(v);
+}
+
+// prefix + 10-byte placeholder + suffix, followed by the 4-byte LE offset of the placeholder.
+std::string stamped(const std::string& prefix, const std::string& suffix = "") {
+  std::string s = prefix + std::string(10, '\xff') + suffix;
+  std::uint32_t off = static_cast<std::uint32_t>(prefix.size());
+  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((off >> (8 * i)) & 0xff));
+  return s;
+}
+
+std::vector<std::string> keys_of(const std::vector<KeyValue>& kvs) {
+  std::vector<std::string> out;
+  for (const KeyValue& kv : kvs) out.push_back(kv.key);
+  return out;
+}
+
+ErrorCode code_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::kUnknownError;  // "no error" marker for the tests below
+}
+
+class ConformanceTest : public ::testing::TestWithParam<EngineFactory> {
+ protected:
+  void SetUp() override { db_ = GetParam().open(EngineOptions{}); }
+
+  void put(const std::string& k, const std::string& v) {
+    db_->run([&](Transaction& tr) { tr.set(k, v); });
+  }
+  std::optional<std::string> read(const std::string& k) {
+    return db_->run([&](Transaction& tr) { return tr.get(k); });
+  }
+
+  std::shared_ptr<Database> db_;
+};
+
+// ---- basics ----
+
+TEST_P(ConformanceTest, CommittedSetIsVisibleToLaterTransactions) {
+  put("hello", "world");
+  EXPECT_EQ(read("hello"), "world");
+  EXPECT_EQ(read("absent"), std::nullopt);
+}
+
+TEST_P(ConformanceTest, ClearAndClearRangeRemoveCommittedKeysWithExclusiveEnd) {
+  db_->run([](Transaction& tr) {
+    for (char c = 'a'; c <= 'f'; ++c) tr.set(std::string(1, c), "v");
+  });
+  db_->run([](Transaction& tr) {
+    tr.clear("a");
+    tr.clear_range("c", "e");
+  });
+  auto all = db_->run([](Transaction& tr) { return tr.get_range("", "\xff"); });
+  EXPECT_EQ(keys_of(all), (std::vector<std::string>{"b", "e", "f"}));
+}
+
+TEST_P(ConformanceTest, AllReadsOfATransactionSeeOneReadVersion) {
+  put("k", "1");
+  Transaction tr = db_->create_transaction();
+  Version rv = tr.get_read_version();
+  EXPECT_EQ(tr.get("k"), "1");
+  put("k", "2");
+  EXPECT_EQ(tr.get("k"), "1");
+  EXPECT_EQ(tr.get_range("a", "z").size(), 1u);
+  EXPECT_EQ(tr.get_range("a", "z")[0].value, "1");
+  EXPECT_EQ(tr.get_read_version(), rv);
+  Transaction later = db_->create_transaction();
+  EXPECT_GT(later.get_read_version(), rv);
+}
+
+// ---- read-your-writes ----
+
+TEST_P(ConformanceTest, GetSeesOwnSetClearAndClearRange) {
+  put("a", "old");
+  put("b", "old");
+  Transaction tr = db_->create_transaction();
+  tr.set("a", "new");
+  EXPECT_EQ(tr.get("a"), "new");
+  tr.clear("a");
+  EXPECT_EQ(tr.get("a"), std::nullopt);
+  tr.clear_range("b", "c");
+  EXPECT_EQ(tr.get("b"), std::nullopt);
+  tr.set("b", "again");
+  EXPECT_EQ(tr.get("b"), "again");
+  EXPECT_EQ(tr.get("b", /*snapshot=*/true), "again");
+}
+
+TEST_P(ConformanceTest, RangeReadMergesOwnWritesWithCommittedPairs) {
+  db_->run([](Transaction& tr) {
+    for (const char* k : {"a", "b", "c", "d", "e"}) tr.set(k, std::string("c_") + k);
+  });
+  Transaction tr = db_->create_transaction();
+  tr.clear("b");
+  tr.set("bb", "new_bb");
+  tr.clear_range("d", "ea");
+  tr.set("f", "new_f");
+  tr.set("a", "new_a");
+  std::vector<KeyValue> expect = {{"a", "new_a"}, {"bb", "new_bb"}, {"c", "c_c"}, {"f", "new_f"}};
+  EXPECT_EQ(tr.get_range("", "\xff"), expect);
+  std::vector<KeyValue> rev(expect.rbegin(), expect.rend());
+  EXPECT_EQ(tr.get_range("", "\xff", {.reverse = true}), rev);
+  EXPECT_EQ(tr.get_range("", "\xff", {.limit = 2}),
+            (std::vector<KeyValue>{{"a", "new_a"}, {"bb", "new_bb"}}));
+  EXPECT_EQ(tr.get_range("", "\xff", {.limit = 2, .reverse = true}),
+            (std::vector<KeyValue>{{"f", "new_f"}, {"c", "c_c"}}));
+  EXPECT_EQ(tr.get_range("b", "d"), (std::vector<KeyValue>{{"bb", "new_bb"}, {"c", "c_c"}}));
+}
+
+TEST_P(ConformanceTest, LimitedRangeReadFetchesPastKeysClearedLocally) {
+  db_->run([](Transaction& tr) {
+    for (int i = 0; i < 40; ++i) tr.set("k" + std::to_string(100 + i), std::to_string(i));
+  });
+  Transaction tr = db_->create_transaction();
+  for (int i = 0; i < 15; ++i) tr.clear("k" + std::to_string(100 + i));      // point clears
+  tr.clear_range("k" + std::to_string(125), "k" + std::to_string(140));      // a range clear
+  auto fwd = tr.get_range("k", "l", {.limit = 5});
+  EXPECT_EQ(keys_of(fwd), (std::vector<std::string>{"k115", "k116", "k117", "k118", "k119"}));
+  auto rev = tr.get_range("k", "l", {.limit = 3, .reverse = true});
+  EXPECT_EQ(keys_of(rev), (std::vector<std::string>{"k124", "k123", "k122"}));
+  EXPECT_EQ(tr.get_range("k", "l").size(), 10u);
+  EXPECT_EQ(tr.get_range("k", "l", {.reverse = true}).size(), 10u);
+}
+
+TEST_P(ConformanceTest, AtomicAddIsReadBackByGetAndRangeReads) {
+  put("n", le64(5));
+  Transaction tr = db_->create_transaction();
+  tr.atomic_add("n", 3);
+  tr.atomic_add("n", 4);
+  tr.atomic_add("fresh", 7);
+  EXPECT_EQ(from_le64(*tr.get("n")), 12);
+  EXPECT_EQ(from_le64(*tr.get("fresh")), 7);
+  auto kvs = tr.get_range("", "\xff");
+  ASSERT_EQ(kvs.size(), 2u);
+  EXPECT_EQ(kvs[0].key, "fresh");
+  EXPECT_EQ(from_le64(kvs[1].value), 12);
+  tr.set("m", le64(1));
+  tr.atomic_add("m", 1);
+  EXPECT_EQ(from_le64(*tr.get("m")), 2);
+  tr.commit();
+  EXPECT_EQ(from_le64(*read("n")), 12);
+  EXPECT_EQ(from_le64(*read("fresh")), 7);
+  EXPECT_EQ(from_le64(*read("m")), 2);
+}
+
+TEST_P(ConformanceTest, AtomicAddFollowsFoundationDbOperandLengthRules) {
+  put("short", std::string("\xff\x01", 2));
+  put("long", std::string("\x05", 1));
+  put("carry", std::string("\xff\xff", 2));
+  db_->run([](Transaction& tr) {
+    tr.atomic_add("short", std::string_view("\x01", 1));  // existing truncated to 1 byte: ff+1
+    tr.atomic_add("long", 1);                              // existing zero-extended to 8 bytes
+    tr.atomic_add("carry", std::string_view("\x01\x00", 2));  // carry out of the top is dropped
+    tr.atomic_add("absent", std::string_view("\x09\x00\x00", 3));
+  });
+  EXPECT_EQ(read("short"), std::string("\x00", 1));
+  EXPECT_EQ(read("long"), le64(6));
+  EXPECT_EQ(read("carry"), std::string("\x00\x00", 2));
+  EXPECT_EQ(read("absent"), std::string("\x09\x00\x00", 3));
+}
+
+TEST_P(ConformanceTest, ConcurrentAtomicAddsNeverConflictAndAllCount) {
+  const int kThreads = 4, kPerThread = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) db_->run([](Transaction& tr) { tr.atomic_add("ctr", 1); });
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(from_le64(*read("ctr")), kThreads * kPerThread);
+  EXPECT_EQ(db_->stats().conflicts, 0u);
+}
+
+// ---- conflicts ----
+
+TEST_P(ConformanceTest, ConflictingReadFailsCommitWithNotCommitted) {
+  put("k", "1");
+  Transaction t1 = db_->create_transaction();
+  EXPECT_EQ(t1.get("k"), "1");
+  put("k", "2");
+  t1.set("other", "x");
+  try {
+    t1.commit();
+    FAIL() << "expected not_committed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotCommitted);
+    EXPECT_EQ(e.value(), 1020);
+    EXPECT_TRUE(e.retryable());
+    EXPECT_FALSE(e.maybe_committed());
+  }
+  EXPECT_EQ(read("other"), std::nullopt);
+  EXPECT_GE(db_->stats().conflicts, 1u);
+}
+
+TEST_P(ConformanceTest, WriteBeforeReadVersionDoesNotConflict) {
+  Transaction t1 = db_->create_transaction();
+  put("k", "1");  // committed before t1 takes its read version
+  EXPECT_EQ(t1.get("k"), "1");
+  t1.set("other", "x");
+  EXPECT_NO_THROW(t1.commit());
+}
+
+TEST_P(ConformanceTest, SnapshotReadsAddNoConflict) {
+  put("k", "1");
+  put("a", "1");
+  Transaction t1 = db_->create_transaction();
+  EXPECT_EQ(t1.get("k", /*snapshot=*/true), "1");
+  EXPECT_EQ(t1.get_range("a", "b", {.snapshot = true}).size(), 1u);
+  db_->run([](Transaction& tr) {
+    tr.set("k", "2");
+    tr.set("a", "2");
+    tr.set("a1", "new");
+  });
+  t1.set("other", "x");
+  EXPECT_NO_THROW(t1.commit());
+}
+
+TEST_P(ConformanceTest, BlindWritesNeverConflict) {
+  Transaction t1 = db_->create_transaction();
+  t1.get_read_version();
+  t1.set("k", "from t1");
+  t1.clear_range("a", "b");
+  t1.atomic_add("n", 1);
+  db_->run([](Transaction& tr) {
+    tr.set("k", "from t2");
+    tr.set("a1", "x");
+    tr.set("n", le64(10));
+  });
+  EXPECT_NO_THROW(t1.commit());
+  EXPECT_EQ(read("k"), "from t1");
+  EXPECT_EQ(read("a1"), std::nullopt);
+  EXPECT_EQ(from_le64(*read("n")), 11);
+}
+
+TEST_P(ConformanceTest, LimitedRangeReadConflictsOnlyUpToAfterLastReturnedKey) {
+  db_->run([](Transaction& tr) {
+    for (const char* k : {"a", "b", "c", "d"}) tr.set(k, "v");
+  });
+  auto attempt = [&](const std::string& concurrent_key) {
+    Transaction t1 = db_->create_transaction();
+    auto got = t1.get_range("a", "z", {.limit = 2});
+    EXPECT_EQ(keys_of(got), (std::vector<std::string>{"a", "b"}));
+    put(concurrent_key, "w");
+    t1.set("zz_out", "x");
+    ErrorCode code = code_of([&] { t1.commit(); });
+    db_->run([&](Transaction& tr) {  // back to a, b, c, d for the next attempt
+      tr.clear_range("", "\xff");
+      for (const char* k : {"a", "b", "c", "d"}) tr.set(k, "v");
+    });
+    return code;
+  };
+  const ErrorCode ok = ErrorCode::kUnknownError;
+  EXPECT_EQ(attempt(std::string("b\x00", 2)), ok);  // just past key_after("b")
+  EXPECT_EQ(attempt("c"), ok);
+  EXPECT_EQ(attempt("b"), ErrorCode::kNotCommitted);
+  EXPECT_EQ(attempt("a5"), ErrorCode::kNotCommitted);
+  EXPECT_EQ(attempt("a"), ErrorCode::kNotCommitted);
+}
+
+TEST_P(ConformanceTest, ReverseLimitedRangeReadConflictsFromLastReturnedKeyToEnd) {
+  db_->run([](Transaction& tr) {
+    for (const char* k : {"a", "b", "c", "d"}) tr.set(k, "v");
+  });
+  auto attempt = [&](const std::string& concurrent_key) {
+    Transaction t1 = db_->create_transaction();
+    auto got = t1.get_range("a", "z", {.limit = 2, .reverse = true});
+    EXPECT_EQ(keys_of(got), (std::vector<std::string>{"d", "c"}));
+    put(concurrent_key, "w");
+    t1.set("zz_out", "x");
+    ErrorCode code = code_of([&] { t1.commit(); });
+    db_->run([&](Transaction& tr) {  // back to a, b, c, d for the next attempt
+      tr.clear_range("", "\xff");
+      for (const char* k : {"a", "b", "c", "d"}) tr.set(k, "v");
+    });
+    return code;
+  };
+  const ErrorCode ok = ErrorCode::kUnknownError;
+  EXPECT_EQ(attempt("bz"), ok);
+  EXPECT_EQ(attempt("b"), ok);
+  EXPECT_EQ(attempt("c"), ErrorCode::kNotCommitted);
+  EXPECT_EQ(attempt("cc"), ErrorCode::kNotCommitted);
+  EXPECT_EQ(attempt("y"), ErrorCode::kNotCommitted);
+}
+
+TEST_P(ConformanceTest, RangeReadBelowLimitConflictsOnWholeRange) {
+  Transaction t1 = db_->create_transaction();
+  EXPECT_TRUE(t1.get_range("q", "r", {.limit = 10}).empty());
+  put("q5", "phantom");
+  t1.set("out", "x");
+  EXPECT_EQ(code_of([&] { t1.commit(); }), ErrorCode::kNotCommitted);
+}
+
+TEST_P(ConformanceTest, ReadingKeysWrittenByTheTransactionItselfAddsNoConflict) {
+  // FoundationDB's RYW adds read conflicts only where the result depends on the database.
+  put("k", "1");
+  Transaction t1 = db_->create_transaction();
+  t1.set("k", "mine");
+  EXPECT_EQ(t1.get("k"), "mine");
+  t1.clear_range("r", "s");
+  EXPECT_TRUE(t1.get_range("r", "s").empty());
+  db_->run([](Transaction& tr) {
+    tr.set("k", "theirs");
+    tr.set("r1", "theirs");
+  });
+  EXPECT_NO_THROW(t1.commit());
+  EXPECT_EQ(read("k"), "mine");
+  EXPECT_EQ(read("r1"), std::nullopt);
+}
+
+TEST_P(ConformanceTest, RangeReadOverOwnWritesStillConflictsOnTheUnwrittenGaps) {
+  Transaction t1 = db_->create_transaction();
+  t1.set("m1", "x");
+  EXPECT_EQ(t1.get_range("m", "n").size(), 1u);
+  put("m2", "phantom");
+  EXPECT_EQ(code_of([&] { t1.commit(); }), ErrorCode::kNotCommitted);
+}
+
+TEST_P(ConformanceTest, ReadingAPendingAtomicAddConflicts) {
+  put("n", le64(1));
+  Transaction t1 = db_->create_transaction();
+  t1.atomic_add("n", 1);
+  EXPECT_EQ(from_le64(*t1.get("n")), 2);
+  put("n", le64(100));
+  EXPECT_EQ(code_of([&] { t1.commit(); }), ErrorCode::kNotCommitted);
+}
+
+TEST_P(ConformanceTest, ExplicitConflictRangesConflictLikeReadsAndWrites) {
+  Transaction t1 = db_->create_transaction();
+  t1.get_read_version();
+  t1.add_read_conflict_key("x");
+  t1.set("out", "1");
+  Transaction t2 = db_->create_transaction();
+  t2.add_write_conflict_range("w", "y");  // no mutation at all: still a write for the checker
+  t2.commit();
+  EXPECT_EQ(code_of([&] { t1.commit(); }), ErrorCode::kNotCommitted);
+
+  Transaction t3 = db_->create_transaction();
+  t3.get_read_version();
+  t3.add_read_conflict_range("a", "c");
+  t3.set("out", "1");
+  put("c", "outside");
+  EXPECT_NO_THROW(t3.commit());
+}
+
+// ---- versionstamps ----
+
+TEST_P(ConformanceTest, VersionstampsAreUniqueAndIncreaseAcrossConcurrentCommits) {
+  const int kThreads = 4, kPerThread = 100;
+  std::vector<std::vector<std::string>> stamps(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        Transaction tr = db_->create_transaction();
+        tr.set_versionstamped_key(stamped("vs/", "/" + std::to_string(t)), std::to_string(i));
+        tr.commit();
+        stamps[t].push_back(tr.get_versionstamp());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<std::string> all;
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(stamps[t].size(), static_cast<std::size_t>(kPerThread));
+    for (int i = 0; i < kPerThread; ++i) {
+      EXPECT_EQ(stamps[t][i].size(), 10u);
+      if (i > 0) {
+        EXPECT_LT(stamps[t][i - 1], stamps[t][i]) << "one thread's commits are ordered";
+      }
+      all.insert(stamps[t][i]);
+    }
+  }
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(kThreads * kPerThread));
+  auto kvs = db_->run([](Transaction& tr) { return tr.get_range("vs/", "vs0"); });
+  ASSERT_EQ(kvs.size(), all.size());
+  auto it = all.begin();
+  for (const KeyValue& kv : kvs) {
+    EXPECT_EQ(kv.key.substr(3, 10), *it++) << "the key holds the commit's versionstamp";
+  }
+}
+
+TEST_P(ConformanceTest, VersionstampStartsWithTheBigEndianCommitVersion) {
+  Transaction tr = db_->create_transaction();
+  tr.set_versionstamped_value("val", stamped("pre", "post"));
+  tr.commit();
+  const std::string vs = tr.get_versionstamp();
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(vs[i]);
+  EXPECT_EQ(static_cast<Version>(v), tr.get_committed_version());
+  EXPECT_EQ(read("val"), "pre" + vs + "post");
+}
+
+TEST_P(ConformanceTest, VersionstampOffsetOutsideTheKeyIsRejected) {
+  Transaction tr = db_->create_transaction();
+  std::string bad = "short" + std::string("\x10\x00\x00\x00", 4);
+  EXPECT_EQ(code_of([&] { tr.set_versionstamped_key(bad, "v"); }),
+            ErrorCode::kClientInvalidOperation);
+  EXPECT_EQ(code_of([&] { tr.set_versionstamped_value("k", "abc"); }),
+            ErrorCode::kClientInvalidOperation);
+  EXPECT_EQ(tr.approximate_size(), 0u);
+}
+
+TEST_P(ConformanceTest, VersionstampedKeysAreNotSeenBeforeCommit) {
+  Transaction tr = db_->create_transaction();
+  tr.set_versionstamped_key(stamped("p/"), "v");
+  EXPECT_TRUE(tr.get_range("p/", "p0").empty());
+  tr.commit();
+  EXPECT_EQ(db_->run([](Transaction& t) { return t.get_range("p/", "p0"); }).size(), 1u);
+}
+
+// ---- watches ----
+
+TEST_P(ConformanceTest, WatchFiresAfterTheValueChanges) {
+  put("w", "1");
+  Transaction tr = db_->create_transaction();
+  Watch w = tr.watch("w");
+  tr.commit();
+  EXPECT_FALSE(w.wait_for(0ms));
+  put("w", "2");
+  EXPECT_TRUE(w.wait_for(10s));
+  EXPECT_TRUE(w.ready());
+}
+
+TEST_P(ConformanceTest, WatchOnUnchangedKeyTimesOut) {
+  put("w", "1");
+  Transaction tr = db_->create_transaction();
+  Watch w = tr.watch("w");
+  tr.commit();
+  put("other", "x");
+  put("w", "1");  // same value: no change to see
+  EXPECT_FALSE(w.wait_for(30ms));
+  EXPECT_FALSE(w.ready());
+}
+
+TEST_P(ConformanceTest, WatchSeesTheTransactionsOwnWrite) {
+  Transaction tr = db_->create_transaction();
+  tr.set("w", "mine");
+  Watch w = tr.watch("w");
+  tr.commit();
+  EXPECT_FALSE(w.wait_for(20ms));
+  db_->run([](Transaction& t) { t.clear("w"); });
+  EXPECT_TRUE(w.wait_for(10s));
+}
+
+TEST_P(ConformanceTest, WatchFiresAtOnceIfTheValueChangedAfterTheReadVersion) {
+  put("w", "1");
+  Transaction tr = db_->create_transaction();
+  EXPECT_EQ(tr.get("w"), "1");
+  Watch w = tr.watch("w");
+  put("w", "2");
+  tr.commit();  // read-only: registers the watch with the value seen at the read version
+  EXPECT_TRUE(w.wait_for(10s));
+}
+
+TEST_P(ConformanceTest, WatchFailsWhenTheTransactionDoesNotCommit) {
+  Watch from_reset;
+  Watch from_destroyed;
+  {
+    Transaction tr = db_->create_transaction();
+    from_reset = tr.watch("w");
+    tr.reset();
+    Transaction tr2 = db_->create_transaction();
+    from_destroyed = tr2.watch("w");
+  }
+  EXPECT_EQ(code_of([&] { from_reset.wait_for(1s); }), ErrorCode::kTransactionCancelled);
+  EXPECT_EQ(code_of([&] { from_destroyed.wait_for(1s); }), ErrorCode::kTransactionCancelled);
+
+  put("k", "1");
+  Transaction t1 = db_->create_transaction();
+  t1.get("k");
+  Watch w = t1.watch("w");
+  put("k", "2");
+  t1.set("x", "y");
+  EXPECT_EQ(code_of([&] { t1.commit(); }), ErrorCode::kNotCommitted);
+  EXPECT_EQ(code_of([&] { w.wait_for(1s); }), ErrorCode::kNotCommitted);
+}
+
+TEST_P(ConformanceTest, CancelledWatchFailsWithOperationCancelled) {
+  Transaction tr = db_->create_transaction();
+  Watch w = tr.watch("w");
+  tr.commit();
+  w.cancel();
+  w.cancel();
+  EXPECT_EQ(code_of([&] { w.wait_for(1s); }), ErrorCode::kOperationCancelled);
+  EXPECT_EQ(code_of([] { Watch().wait_for(1ms); }), ErrorCode::kClientInvalidOperation);
+}
+
+TEST_P(ConformanceTest, WatchWakesAWaitingThread) {
+  Transaction tr = db_->create_transaction();
+  Watch w = tr.watch("w");
+  tr.commit();
+  std::atomic<bool> fired{false};
+  std::thread waiter([&] { fired = w.wait_for(20s); });
+  put("w", "now");
+  waiter.join();
+  EXPECT_TRUE(fired);
+}
+
+// ---- transaction_too_old ----
+
+TEST_P(ConformanceTest, ReadVersionSupersededLongerThanTheMvccWindowIsTooOld) {
+  auto db = GetParam().open(EngineOptions{.mvcc_window = 100ms});
+  db->run([](Transaction& tr) { tr.set("k", "1"); });
+  Transaction reader = db->create_transaction();
+  EXPECT_EQ(reader.get("k"), "1");
+  Transaction committer = db->create_transaction();
+  EXPECT_EQ(committer.get("k"), "1");
+  db->run([](Transaction& tr) { tr.set("k", "2"); });
+  std::this_thread::sleep_for(300ms);
+  db->run([](Transaction& tr) { tr.set("unrelated", "x"); });
+  try {
+    reader.get("k");
+    FAIL() << "expected transaction_too_old";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTransactionTooOld);
+    EXPECT_EQ(e.value(), 1007);
+    EXPECT_TRUE(e.retryable());
+  }
+  committer.set("x", "y");
+  EXPECT_EQ(code_of([&] { committer.commit(); }), ErrorCode::kTransactionTooOld);
+  // The retry loop gets past it.
+  EXPECT_EQ(db->run([](Transaction& tr) { return tr.get("k"); }), "2");
+}
+
+// ---- limits ----
+
+TEST_P(ConformanceTest, KeyAndValueLimitsThrowAndBufferNothing) {
+  Transaction tr = db_->create_transaction();
+  const std::string max_key(kMaxKeySize, 'k');
+  const std::string big_key(kMaxKeySize + 1, 'k');
+  EXPECT_EQ(code_of([&] { tr.set(big_key, "v"); }), ErrorCode::kKeyTooLarge);
+  EXPECT_EQ(code_of([&] { tr.get(big_key); }), ErrorCode::kKeyTooLarge);
+  EXPECT_EQ(code_of([&] { tr.clear(big_key); }), ErrorCode::kKeyTooLarge);
+  EXPECT_EQ(code_of([&] { tr.atomic_add(big_key, 1); }), ErrorCode::kKeyTooLarge);
+  EXPECT_EQ(code_of([&] { tr.set("k", std::string(kMaxValueSize + 1, 'v')); }),
+            ErrorCode::kValueTooLarge);
+  EXPECT_EQ(tr.approximate_size(), 0u);
+  EXPECT_EQ(tr.get("k"), std::nullopt);
+  tr.set(max_key, std::string(kMaxValueSize, 'v'));
+  tr.commit();
+  EXPECT_EQ(read(max_key)->size(), kMaxValueSize);
+  EXPECT_EQ(read("k"), std::nullopt);
+}
+
+TEST_P(ConformanceTest, TransactionSizeLimitThrowsAndNothingIsApplied) {
+  const std::string value(kMaxValueSize, 'v');
+  Transaction tr = db_->create_transaction();
+  int buffered = 0;
+  ErrorCode code = ErrorCode::kUnknownError;
+  for (int i = 0; i < 200 && code == ErrorCode::kUnknownError; ++i) {
+    code = code_of([&] { tr.set("big" + std::to_string(1000 + i), value); });
+    if (code == ErrorCode::kUnknownError) ++buffered;
+  }
+  EXPECT_EQ(code, ErrorCode::kTransactionTooLarge);
+  EXPECT_LE(tr.approximate_size(), kMaxTransactionSize);
+  EXPECT_EQ(tr.get("big" + std::to_string(1000 + buffered)), std::nullopt);
+  EXPECT_EQ(tr.get("big" + std::to_string(1000 + buffered - 1))->size(), kMaxValueSize);
+
+  // Read conflicts count too: this transaction passes the limit only at commit.
+  Transaction t2 = db_->create_transaction();
+  const std::string key(9000, 'r');
+  for (int i = 0; i < 99; ++i) t2.set(std::string(1, 'a') + std::to_string(1000 + i), value);
+  while (t2.approximate_size() <= kMaxTransactionSize) {
+    t2.get(key + std::to_string(t2.approximate_size()), false);
+  }
+  EXPECT_EQ(code_of([&] { t2.commit(); }), ErrorCode::kTransactionTooLarge);
+  EXPECT_EQ(read("a1000"), std::nullopt);
+}
+
+// ---- retry loop, options, errors ----
+
+TEST_P(ConformanceTest, RunRetriesConflictsUntilTheTransactionCommits) {
+  put("k", "0");
+  int attempts = 0;
+  std::string seen = db_->run([&](Transaction& tr) {
+    ++attempts;
+    std::string v = *tr.get("k");
+    if (attempts == 1) put("k", "1");  // a concurrent commit after our read: forces a conflict
+    tr.set("copy", v);
+    return v;
+  });
+  EXPECT_EQ(attempts, 2);
+  EXPECT_EQ(seen, "1");
+  EXPECT_EQ(read("copy"), "1");
+  EXPECT_GE(db_->stats().retries, 1u);
+}
+
+TEST_P(ConformanceTest, RetryLimitStopsTheLoopWithTheLastError) {
+  put("k", "0");
+  int attempts = 0;
+  auto always_conflict = [&](Transaction& tr) {
+    ++attempts;
+    tr.get("k");
+    put("k", std::to_string(attempts));
+    tr.set("out", "x");
+  };
+  EXPECT_EQ(code_of([&] { db_->run(always_conflict, {.retry_limit = 2}); }),
+            ErrorCode::kNotCommitted);
+  EXPECT_EQ(attempts, 3);
+  attempts = 0;
+  EXPECT_EQ(code_of([&] { db_->run(always_conflict, {.retry_limit = 0}); }),
+            ErrorCode::kNotCommitted);
+  EXPECT_EQ(attempts, 1);
+}
+
+TEST_P(ConformanceTest, RunPropagatesNonRetryableErrorsAtOnce) {
+  int attempts = 0;
+  EXPECT_EQ(code_of([&] {
+              db_->run([&](Transaction& tr) {
+                ++attempts;
+                tr.set(std::string(kMaxKeySize + 1, 'k'), "v");
+              });
+            }),
+            ErrorCode::kKeyTooLarge);
+  EXPECT_EQ(attempts, 1);
+  EXPECT_THROW(db_->run([](Transaction&) { throw std::logic_error("user"); }), std::logic_error);
+}
+
+TEST_P(ConformanceTest, OnErrorRetriesCommitUnknownResultAndRethrowsOthers) {
+  Transaction tr = db_->create_transaction();
+  tr.set("k", "v");
+  tr.on_error(Error(ErrorCode::kCommitUnknownResult, "test"));
+  EXPECT_EQ(tr.approximate_size(), 0u) << "on_error resets the transaction";
+  tr.commit();
+  EXPECT_EQ(read("k"), std::nullopt);
+  Transaction t2 = db_->create_transaction();
+  EXPECT_EQ(code_of([&] { t2.on_error(Error(ErrorCode::kIoError, "disk")); }),
+            ErrorCode::kIoError);
+}
+
+TEST_P(ConformanceTest, TimeoutOptionAbortsTheTransaction) {
+  Transaction tr = db_->create_transaction({.timeout = 50ms});
+  tr.set("k", "v");
+  std::this_thread::sleep_for(80ms);
+  EXPECT_EQ(code_of([&] { tr.get("k"); }), ErrorCode::kTransactionTimedOut);
+  EXPECT_EQ(code_of([&] { tr.commit(); }), ErrorCode::kTransactionTimedOut);
+  EXPECT_EQ(code_of([&] { tr.on_error(Error(ErrorCode::kNotCommitted, "x")); }),
+            ErrorCode::kTransactionTimedOut);
+  EXPECT_EQ(read("k"), std::nullopt);
+
+  // A retry loop with a timeout gives up with transaction_timed_out.
+  put("c", "0");
+  int n = 0;
+  EXPECT_EQ(code_of([&] {
+              db_->run(
+                  [&](Transaction& t) {
+                    t.get("c");
+                    put("c", std::to_string(++n));
+                    t.set("out", "x");
+                  },
+                  {.timeout = 100ms});
+            }),
+            ErrorCode::kTransactionTimedOut);
+  EXPECT_GE(n, 1);
+}
+
+TEST_P(ConformanceTest, InvalidOptionsAndInvertedRangesAreRejected) {
+  Transaction tr = db_->create_transaction();
+  EXPECT_EQ(code_of([&] { tr.set_options({.timeout = -1ms}); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { tr.set_options({.retry_limit = -2}); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { tr.get_range("b", "a"); }), ErrorCode::kInvertedRange);
+  EXPECT_EQ(code_of([&] { tr.clear_range("b", "a"); }), ErrorCode::kInvertedRange);
+  EXPECT_EQ(code_of([&] { tr.add_read_conflict_range("b", "a"); }), ErrorCode::kInvertedRange);
+  EXPECT_EQ(code_of([&] { tr.add_write_conflict_range("b", "a"); }), ErrorCode::kInvertedRange);
+  EXPECT_EQ(code_of([&] { tr.get_range("a", "b", {.limit = -1}); }), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(tr.get_range("a", "a").empty());
+  tr.clear_range("a", "a");
+  EXPECT_EQ(tr.approximate_size(), 0u);
+}
+
+TEST_P(ConformanceTest, CommitVersionAndTransactionLifecycle) {
+  Transaction tr = db_->create_transaction();
+  EXPECT_EQ(code_of([&] { tr.get_committed_version(); }), ErrorCode::kClientInvalidOperation);
+  tr.get("k");
+  tr.commit();  // read-only
+  EXPECT_EQ(code_of([&] { tr.get_committed_version(); }), ErrorCode::kNoCommitVersion);
+  EXPECT_EQ(code_of([&] { tr.set("k", "v"); }), ErrorCode::kClientInvalidOperation);
+  tr.reset();
+  tr.set("k", "1");
+  tr.commit();
+  Version v1 = tr.get_committed_version();
+  tr.reset();
+  tr.set("k", "2");
+  tr.commit();
+  EXPECT_GT(tr.get_committed_version(), v1);
+  Transaction later = db_->create_transaction();
+  EXPECT_GE(later.get_read_version(), tr.get_committed_version());
+}
+
+TEST_P(ConformanceTest, ResetDiscardsWritesAndOptions) {
+  Transaction tr = db_->create_transaction({.retry_limit = 3});
+  tr.set("k", "v");
+  tr.reset();
+  EXPECT_EQ(tr.options().retry_limit, -1);
+  tr.commit();
+  EXPECT_EQ(read("k"), std::nullopt);
+}
+
+TEST_P(ConformanceTest, StatsCountCommitsConflictsAndBatches) {
+  const DatabaseStats before = db_->stats();
+  put("a", "1");
+  put("b", "1");
+  DatabaseStats after = db_->stats();
+  EXPECT_EQ(after.commits - before.commits, 2u);
+  EXPECT_GE(after.commit_batches - before.commit_batches, 1u);
+  EXPECT_LE(after.commit_batches, after.commits);
+}
+
+TEST_P(ConformanceTest, ConcurrentCommitsFromManyThreadsAllLand) {
+  const int kThreads = 8, kPerThread = 250;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        db_->run([&](Transaction& tr) { tr.set("t" + std::to_string(t) + "/" + std::to_string(1000 + i), "v"); });
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto all = db_->run([](Transaction& tr) { return tr.get_range("t", "u"); });
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(kThreads * kPerThread));
+  EXPECT_LE(db_->stats().commit_batches, db_->stats().commits);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, ConformanceTest,
+                         ::testing::ValuesIn(testing::conformance_engines()),
+                         [](const ::testing::TestParamInfo<EngineFactory>& info) {
+                           return info.param.name;
+                         });
+
+// ---- not per engine: error taxonomy ----
+
+TEST(ErrorPredicates, FollowFoundationDbClassification) {
+  struct Case {
+    ErrorCode code;
+    int value;
+    const char* name;
+    bool retryable;
+    bool maybe_committed;
+  };
+  const Case cases[] = {
+      {ErrorCode::kNotCommitted, 1020, "not_committed", true, false},
+      {ErrorCode::kTransactionTooOld, 1007, "transaction_too_old", true, false},
+      {ErrorCode::kCommitUnknownResult, 1021, "commit_unknown_result", true, true},
+      {ErrorCode::kFutureVersion, 1009, "future_version", true, false},
+      {ErrorCode::kProcessBehind, 1037, "process_behind", true, false},
+      {ErrorCode::kTransactionTimedOut, 1031, "transaction_timed_out", false, false},
+      {ErrorCode::kTransactionTooLarge, 2101, "transaction_too_large", false, false},
+      {ErrorCode::kKeyTooLarge, 2102, "key_too_large", false, false},
+      {ErrorCode::kValueTooLarge, 2103, "value_too_large", false, false},
+      {ErrorCode::kInvertedRange, 2005, "inverted_range", false, false},
+      {ErrorCode::kConnectionFailed, 1026, "connection_failed", false, false},
+  };
+  for (const Case& c : cases) {
+    Error e(c.code, "x");
+    EXPECT_EQ(e.value(), c.value);
+    EXPECT_EQ(e.name(), c.name);
+    EXPECT_EQ(e.retryable(), c.retryable) << c.name;
+    EXPECT_EQ(e.maybe_committed(), c.maybe_committed) << c.name;
+    EXPECT_EQ(e.retryable_not_committed(), c.retryable && !c.maybe_committed) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace kvq

@@ -1,0 +1,63 @@
+#include "support/engines.h"
+
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
+
+namespace kvq::testing {
+
+namespace {
+// Removes the temporary directories at exit.
+class TempDirRegistry {
+ public:
+  ~TempDirRegistry() {
+    for (const std::string& d : dirs_) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+  void add(std::string dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(std::move(dir));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+};
+
+TempDirRegistry& registry() {
+  static TempDirRegistry r;
+  return r;
+}
+}  // namespace
+
+std::string pipeline_query(const EngineOptions& options) {
+  if (options.mvcc_window.count() <= 0) return "";
+  return "?mvcc_window_ms=" + std::to_string(options.mvcc_window.count());
+}
+
+std::string fresh_temp_dir(const std::string& prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + prefix +
+                     "-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
+  registry().add(tmpl);
+  return tmpl;
+}
+
+std::vector<EngineFactory> conformance_engines() {
+  std::vector<EngineFactory> out;
+  out.push_back({"memory", [](const EngineOptions& options) {
+                   return kvq::open("memory:" + pipeline_query(options));
+                 }});
+  // rocksdb: out.push_back({"rocksdb", [](const EngineOptions& o) {
+  //   return kvq::open("rocksdb:" + fresh_temp_dir("kvq-rocksdb") + pipeline_query(o)); }});
+  // etcd: added by the etcd engine under #ifdef KVQ_WITH_ETCD.
+  return out;
+}
+
+}  // namespace kvq::testing
