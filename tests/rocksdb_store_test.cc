@@ -1,6 +1,6 @@
 // Tests of the RocksDB VersionedStore on its own (no pipeline): versioned snapshots, range reads,
 // durability across reopen, locking, and error mapping.
-#include "engine/rocksdb/rocksdb_store.h"
+#include "src/engine/rocksdb/rocksdb_store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -54,8 +54,26 @@ std::vector<EngineFactory> conformance_engines() {
   out.push_back({"memory", [](const EngineOptions& options) {
                    return kvq::open("memory:" + pipeline_query(options));
                  }});
-  // rocksdb: out.push_back({"rocksdb", [](const EngineOptions& o) {
-  //   return kvq::open("rocksdb:" + fresh_temp_dir("kvq-rocksdb") + pipeline_query(o)); }});
+#ifdef KVQ_WITH_ROCKSDB
+  // A fresh directory per database, removed as soon as the database is released (and, as a
+  // fallback, at exit).
+  out.push_back({"rocksdb", [](const EngineOptions& options) {
+                   struct Holder {
+                     std::shared_ptr<kvq::Database> db;
+                     std::string dir;
+                     ~Holder() {
+                       db.reset();
+                       std::error_code ec;
+                       std::filesystem::remove_all(dir, ec);
+                     }
+                   };
+                   auto holder = std::make_shared<Holder>();
+                   holder->dir = fresh_temp_dir("kvq-rocksdb");
+                   holder->db = kvq::open("rocksdb:" + holder->dir + pipeline_query(options));
+                   kvq::Database* raw = holder->db.get();
+                   return std::shared_ptr<kvq::Database>(std::move(holder), raw);
+                 }});
+#endif
   // etcd: added by the etcd engine under #ifdef KVQ_WITH_ETCD.
   return out;
 }

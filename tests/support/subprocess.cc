@@ -1,6 +1,7 @@
 #include "support/subprocess.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +51,42 @@ Subprocess::~Subprocess() {
 
 void Subprocess::kill(int signal) {
   if (!reaped_ && pid_ > 0) ::kill(pid_, signal);
+}
+
+std::optional<std::string> Subprocess::read_line(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const std::size_t nl = output_.find('\n', line_start_);
+    if (nl != std::string::npos) {
+      std::string line = output_.substr(line_start_, nl - line_start_);
+      line_start_ = nl + 1;
+      return line;
+    }
+    if (stdout_fd_ < 0) {
+      if (line_start_ < output_.size()) {
+        std::string line = output_.substr(line_start_);
+        line_start_ = output_.size();
+        return line;
+      }
+      return std::nullopt;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{stdout_fd_, POLLIN, 0};
+    const int r = poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
+    if (r == 0) return std::nullopt;
+    char buf[4096];
+    const ssize_t n = read(stdout_fd_, buf, sizeof buf);
+    if (n > 0) {
+      output_.append(buf, static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      close(stdout_fd_);
+      stdout_fd_ = -1;
+    }
+  }
 }
 
 int Subprocess::wait() {

@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,9 @@ class Subprocess {
   pid_t pid() const { return pid_; }
   // Sends `signal` to the child (no-op once reaped).
   void kill(int signal);
+  // The next line of stdout (without the newline), waiting at most `timeout` for it; nullopt on
+  // timeout or EOF (a final unterminated line is returned on EOF).
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout);
   // Reads all of stdout until EOF, then waits for the child. Returns the raw wait status (the same
   // one again on later calls).
   int wait();
@@ -35,6 +40,7 @@ class Subprocess {
   bool reaped_ = false;
   int status_ = 0;
   std::string output_;
+  std::size_t line_start_ = 0;  // read_line() has returned output_[0, line_start_)
 };
 
 // Runs argv to completion; returns its exit code (128 + signal if killed) and stdout in *output.

@@ -1,4 +1,4 @@
-#include "engine/rocksdb/rocksdb_store.h"
+#include "src/engine/rocksdb/rocksdb_store.h"
 
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "kvq/error.h"
@@ -166,6 +168,15 @@ std::unique_ptr<RocksDbStore> RocksDbStore::open(const std::string& path,
                                                  const RocksDbStoreOptions& options) {
   if (path.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "rocksdb: empty database path");
+  }
+  if (options.create_if_missing) {
+    // RocksDB creates only the last component of the path; create the parents too.
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) {
+      throw Error(ErrorCode::kIoError,
+                  "rocksdb: cannot create directory " + path + ": " + ec.message());
+    }
   }
   rocksdb::Options db_options;
   db_options.create_if_missing = options.create_if_missing;

@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "txn/versioned_store.h"
+#include "src/txn/versioned_store.h"
 
 namespace kvq::engine::rocksdb_engine {
 
