@@ -112,6 +112,9 @@ class Tuple {
   // The FoundationDB encoding. Throws invalid_tuple if the tuple holds an incomplete versionstamp
   // (use pack_with_versionstamp).
   std::string pack() const;
+  // Appends the encoding of pack() to `out` (no allocation if `out` has room). Same throws as pack();
+  // on a throw `out` may hold part of the encoding.
+  void pack_into(std::string& out) const;
   // For Transaction::set_versionstamped_key: the encoding followed by the 4-byte little-endian
   // offset of the one incomplete versionstamp's 10-byte placeholder, `prefix` prepended and
   // counted in the offset. Throws invalid_tuple unless exactly one incomplete versionstamp is in
@@ -147,6 +150,7 @@ class Tuple {
   friend std::strong_ordering operator<=>(const Tuple& a, const Tuple& b);
 
  private:
+  friend class TupleDecoder;  // builds elements_ in place (src/tuple/tuple.cc)
   std::vector<TupleElement> elements_;
 };
 

@@ -1,0 +1,94 @@
+// kvq/priority_queue.h: a shared double-ended priority queue on a kvq::Database, FoundationDB's
+// "Priority Queues" recipe plus its "High-Contention Pop" extension.
+//
+// Key layout (docs/queues.md):
+//   subspace + (priority, count, random) = value   count from a snapshot read of the last item at
+//                                                  that priority + 1; random = 20 random bytes
+//   subspace + ("kvq", ...)                        control keys: size counter, markers, requests
+//
+// Example:
+//   kvq::PriorityQueue pq(db, kvq::Subspace(kvq::Tuple().append("P")));
+//   pq.push("low", 1);
+//   pq.push("high", 9);
+//   pq.pop_min();   // "low"
+//   pq.pop_max();   // "high"
+//
+// Thread safety: as kvq::Queue (share freely; copies share state).
+#ifndef KVQ_PRIORITY_QUEUE_H_
+#define KVQ_PRIORITY_QUEUE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvq/database.h"
+#include "kvq/queue.h"
+#include "kvq/subspace.h"
+
+namespace kvq {
+
+struct PriorityQueueOptions {
+  // As QueueOptions::high_contention, with pop_min and pop_max requests. Default: false.
+  bool high_contention = false;
+  HighContentionOptions contention;
+  // As QueueOptions::pop_timeout, for pop_min and pop_max. Default: 0 (none).
+  std::chrono::milliseconds pop_timeout{0};
+  // As QueueOptions::marker_ttl (push and pop idempotency markers). Default: 10 min.
+  std::chrono::milliseconds marker_ttl{600'000};
+};
+
+class PriorityQueue {
+ public:
+  // A priority queue under `subspace` of `db`. Throws invalid_option_value for bad options.
+  PriorityQueue(std::shared_ptr<Database> db, Subspace subspace, PriorityQueueOptions options = {});
+
+  // Inserts `value` (any bytes) with `priority` (any int64). Never conflicts with other pushes;
+  // not inserted twice when retried after commit_unknown_result. Throws value_too_large and
+  // non-retryable engine errors.
+  void push(std::string_view value, std::int64_t priority);
+  // As push inside the caller's transaction (idempotency is the caller's).
+  void push(Transaction& tr, std::string_view value, std::int64_t priority);
+
+  // Removes and returns an item of the lowest priority present, the oldest of that priority (the
+  // first key); nullopt if empty. Items of equal priority whose pushes overlapped may come out in
+  // either order. High-contention mode: requests (min and max alike) are served in the order made.
+  // Throws timed_out after pop_timeout (item stays queued) and non-retryable engine errors.
+  std::optional<std::string> pop_min();
+  std::optional<std::string> pop_min(std::chrono::milliseconds timeout);
+  std::optional<std::string> pop_min(Transaction& tr);
+  // Removes and returns an item of the highest priority present, the NEWEST of that priority (the
+  // last key: highest count); nullopt if empty. Otherwise as pop_min.
+  std::optional<std::string> pop_max();
+  std::optional<std::string> pop_max(std::chrono::milliseconds timeout);
+  std::optional<std::string> pop_max(Transaction& tr);
+
+  // The item pop_min / pop_max would return, without removing it; nullopt if empty.
+  std::optional<std::string> peek_min();
+  std::optional<std::string> peek_min(Transaction& tr);
+  std::optional<std::string> peek_max();
+  std::optional<std::string> peek_max(Transaction& tr);
+
+  // Number of items, O(1). empty() == (size() == 0).
+  std::int64_t size();
+  std::int64_t size(Transaction& tr);
+  bool empty();
+  bool empty(Transaction& tr);
+
+  // Removes every item and resets the counter.
+  void clear();
+  void clear(Transaction& tr);
+
+  const Subspace& subspace() const;
+  const PriorityQueueOptions& options() const { return options_; }
+
+ private:
+  PriorityQueueOptions options_;
+  std::shared_ptr<detail::ItemStore> store_;
+};
+
+}  // namespace kvq
+
+#endif  // KVQ_PRIORITY_QUEUE_H_

@@ -1,0 +1,118 @@
+// kvq/queue.h: a shared FIFO queue on a kvq::Database, FoundationDB's "Queues" recipe plus its
+// "High-Contention Dequeue" extension.
+//
+// Many clients (threads or processes) may push and pop one queue at once; every operation is a
+// transaction, so an item is popped by exactly one client. Key layout (docs/queues.md):
+//   subspace + (index, random)          = value       one item; index from a snapshot read of the
+//                                                     last item + 1, random = 20 random bytes
+//   subspace + ("kvq", ...)             control keys: size counter, idempotency markers, pop
+//                                                     requests (high-contention mode)
+//
+// Example:
+//   auto db = kvq::open("memory:");
+//   kvq::Queue q(db, kvq::Subspace(kvq::Tuple().append("Q")));
+//   q.push("job-1");
+//   std::optional<std::string> v = q.pop();   // "job-1"
+//   db->run([&](kvq::Transaction& tr) { q.push(tr, "a"); q.push(tr, "b"); });   // compose
+//
+// Thread safety: a Queue object is immutable after construction and may be shared by any number of
+// threads; it is cheap to copy (copies share state).
+#ifndef KVQ_QUEUE_H_
+#define KVQ_QUEUE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvq/database.h"
+#include "kvq/subspace.h"
+
+namespace kvq {
+
+namespace detail {
+class ItemStore;
+}
+
+// Options of the high-contention pop machinery, shared by Queue and PriorityQueue.
+struct HighContentionOptions {
+  // Pop requests one fulfilling transaction serves at most. Default: 32.
+  int batch_size = 32;
+  // How long the fulfiller lease (the one popper that fulfils requests) lasts without renewal; a
+  // waiter whose fulfiller vanished takes over after this. Default: 100 ms.
+  std::chrono::milliseconds lease{100};
+};
+
+struct QueueOptions {
+  // Pops that conflict register a request and are served in batches by one fulfiller (see
+  // docs/queues.md). Default: false (the plain recipe: pops retry on conflict).
+  bool high_contention = false;
+  // Tuning of high-contention mode.
+  HighContentionOptions contention;
+  // pop() gives up after this long (0 = never): throws timed_out, leaving the item in the queue
+  // unless it was already delivered, in which case pop returns it. Default: 0.
+  std::chrono::milliseconds pop_timeout{0};
+  // Pushes and pops write a small idempotency marker so that a retry after commit_unknown_result
+  // neither inserts twice nor loses a popped item. A thread's next operation on the same queue
+  // object deletes its previous marker; markers older than this (of clients that went away) are
+  // swept by later operations. A retry loop lasting longer than this is no longer protected.
+  // Default: 10 min.
+  std::chrono::milliseconds marker_ttl{600'000};
+};
+
+class Queue {
+ public:
+  // A queue stored under `subspace` of `db`. Throws invalid_option_value for batch_size < 1 or
+  // negative durations. Does no I/O.
+  Queue(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options = {});
+
+  // Appends `value` (any bytes, at most kMaxValueSize) at the back. Never conflicts with other
+  // pushes. Retries internally; a retry after commit_unknown_result does not insert twice (the
+  // item's random part is chosen once and a push marker is checked). Throws value_too_large and
+  // non-retryable engine errors.
+  void push(std::string_view value);
+  // As push(value) inside the caller's transaction (no marker: the caller's retry loop owns
+  // idempotency; each call inserts one new item).
+  void push(Transaction& tr, std::string_view value);
+
+  // Removes and returns the front item; nullopt if the queue is empty. Safe to retry after
+  // commit_unknown_result (a marker tells whether the earlier attempt popped). Ordering: items whose
+  // pushes did not overlap in time are popped in push order (pushes that overlap may come out in
+  // either order). In high-contention mode, requests are served in the order they were made and a
+  // new pop never overtakes a waiting one. Throws timed_out after options.pop_timeout (the item
+  // then stays in the queue), and non-retryable engine errors.
+  std::optional<std::string> pop();
+  // As pop() with its own timeout (0 = none) instead of options.pop_timeout.
+  std::optional<std::string> pop(std::chrono::milliseconds timeout);
+  // As pop() inside the caller's transaction. In high-contention mode it first serves waiting
+  // requests in this transaction, so it does not overtake them either.
+  std::optional<std::string> pop(Transaction& tr);
+
+  // The front item without removing it; nullopt if empty. Adds a read conflict on it.
+  std::optional<std::string> peek();
+  std::optional<std::string> peek(Transaction& tr);
+
+  // Number of items in the queue, in O(1) (a counter kept in the same transactions).
+  std::int64_t size();
+  std::int64_t size(Transaction& tr);
+  // size() == 0.
+  bool empty();
+  bool empty(Transaction& tr);
+
+  // Removes every item and resets the counter. Waiting high-contention pops get nullopt.
+  void clear();
+  void clear(Transaction& tr);
+
+  const Subspace& subspace() const;
+  const QueueOptions& options() const { return options_; }
+
+ private:
+  QueueOptions options_;
+  std::shared_ptr<detail::ItemStore> store_;
+};
+
+}  // namespace kvq
+
+#endif  // KVQ_QUEUE_H_

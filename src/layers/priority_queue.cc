@@ -1,0 +1,71 @@
+#include "kvq/priority_queue.h"
+
+#include "layers/item_store.h"
+
+namespace kvq {
+
+using detail::Side;
+
+PriorityQueue::PriorityQueue(std::shared_ptr<Database> db, Subspace subspace,
+                             PriorityQueueOptions options)
+    : options_(options),
+      store_(std::make_shared<detail::ItemStore>(
+          std::move(db), std::move(subspace),
+          detail::ItemStoreOptions{options.high_contention, options.contention,
+                                   options.pop_timeout, options.marker_ttl},
+          /*prioritized=*/true)) {}
+
+void PriorityQueue::push(std::string_view value, std::int64_t priority) {
+  store_->push(value, priority);
+}
+void PriorityQueue::push(Transaction& tr, std::string_view value, std::int64_t priority) {
+  store_->push(tr, value, priority, detail::random_bytes(20));
+}
+
+std::optional<std::string> PriorityQueue::pop_min() {
+  return store_->pop(Side::kFront, options_.pop_timeout);
+}
+std::optional<std::string> PriorityQueue::pop_min(std::chrono::milliseconds timeout) {
+  return store_->pop(Side::kFront, timeout);
+}
+std::optional<std::string> PriorityQueue::pop_min(Transaction& tr) {
+  return store_->pop(tr, Side::kFront);
+}
+std::optional<std::string> PriorityQueue::pop_max() {
+  return store_->pop(Side::kBack, options_.pop_timeout);
+}
+std::optional<std::string> PriorityQueue::pop_max(std::chrono::milliseconds timeout) {
+  return store_->pop(Side::kBack, timeout);
+}
+std::optional<std::string> PriorityQueue::pop_max(Transaction& tr) {
+  return store_->pop(tr, Side::kBack);
+}
+
+std::optional<std::string> PriorityQueue::peek_min() {
+  return store_->db().run([&](Transaction& tr) { return store_->peek(tr, Side::kFront); });
+}
+std::optional<std::string> PriorityQueue::peek_min(Transaction& tr) {
+  return store_->peek(tr, Side::kFront);
+}
+std::optional<std::string> PriorityQueue::peek_max() {
+  return store_->db().run([&](Transaction& tr) { return store_->peek(tr, Side::kBack); });
+}
+std::optional<std::string> PriorityQueue::peek_max(Transaction& tr) {
+  return store_->peek(tr, Side::kBack);
+}
+
+std::int64_t PriorityQueue::size() {
+  return store_->db().run([&](Transaction& tr) { return store_->size(tr); });
+}
+std::int64_t PriorityQueue::size(Transaction& tr) { return store_->size(tr); }
+bool PriorityQueue::empty() { return size() == 0; }
+bool PriorityQueue::empty(Transaction& tr) { return size(tr) == 0; }
+
+void PriorityQueue::clear() {
+  store_->db().run([&](Transaction& tr) { store_->clear(tr); });
+}
+void PriorityQueue::clear(Transaction& tr) { store_->clear(tr); }
+
+const Subspace& PriorityQueue::subspace() const { return store_->subspace(); }
+
+}  // namespace kvq

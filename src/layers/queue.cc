@@ -1,0 +1,47 @@
+#include "kvq/queue.h"
+
+#include "layers/item_store.h"
+
+namespace kvq {
+
+using detail::Side;
+
+Queue::Queue(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options)
+    : options_(options),
+      store_(std::make_shared<detail::ItemStore>(
+          std::move(db), std::move(subspace),
+          detail::ItemStoreOptions{options.high_contention, options.contention,
+                                   options.pop_timeout, options.marker_ttl},
+          /*prioritized=*/false)) {}
+
+void Queue::push(std::string_view value) { store_->push(value, 0); }
+void Queue::push(Transaction& tr, std::string_view value) {
+  store_->push(tr, value, 0, detail::random_bytes(20));
+}
+
+std::optional<std::string> Queue::pop() { return store_->pop(Side::kFront, options_.pop_timeout); }
+std::optional<std::string> Queue::pop(std::chrono::milliseconds timeout) {
+  return store_->pop(Side::kFront, timeout);
+}
+std::optional<std::string> Queue::pop(Transaction& tr) { return store_->pop(tr, Side::kFront); }
+
+std::optional<std::string> Queue::peek() {
+  return store_->db().run([&](Transaction& tr) { return store_->peek(tr, Side::kFront); });
+}
+std::optional<std::string> Queue::peek(Transaction& tr) { return store_->peek(tr, Side::kFront); }
+
+std::int64_t Queue::size() {
+  return store_->db().run([&](Transaction& tr) { return store_->size(tr); });
+}
+std::int64_t Queue::size(Transaction& tr) { return store_->size(tr); }
+bool Queue::empty() { return size() == 0; }
+bool Queue::empty(Transaction& tr) { return size(tr) == 0; }
+
+void Queue::clear() {
+  store_->db().run([&](Transaction& tr) { store_->clear(tr); });
+}
+void Queue::clear(Transaction& tr) { store_->clear(tr); }
+
+const Subspace& Queue::subspace() const { return store_->subspace(); }
+
+}  // namespace kvq

@@ -1,0 +1,149 @@
+#include "kvq/priority_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "kvq/kvq.h"
+#include "support/layer_fixture.h"
+
+namespace kvq {
+namespace {
+
+using testing::LayerTest;
+
+class PriorityQueueTest : public LayerTest {
+ protected:
+  PriorityQueue make() {
+    PriorityQueueOptions o;
+    o.high_contention = hc();
+    return PriorityQueue(db_, space_, o);
+  }
+};
+
+TEST_P(PriorityQueueTest, PopMinReturnsLowestPriorityOldestFirst) {
+  PriorityQueue pq = make();
+  pq.push("b1", 5);
+  pq.push("a1", 1);
+  pq.push("b2", 5);
+  pq.push("a2", 1);
+  pq.push("c", 9);
+  EXPECT_EQ(pq.pop_min(), "a1");
+  EXPECT_EQ(pq.pop_min(), "a2");
+  EXPECT_EQ(pq.pop_min(), "b1");
+  EXPECT_EQ(pq.pop_min(), "b2");
+  EXPECT_EQ(pq.pop_min(), "c");
+  EXPECT_EQ(pq.pop_min(), std::nullopt);
+}
+
+TEST_P(PriorityQueueTest, PopMaxReturnsHighestPriorityNewestFirst) {
+  PriorityQueue pq = make();
+  pq.push("b1", 5);
+  pq.push("c1", 9);
+  pq.push("b2", 5);
+  pq.push("c2", 9);
+  pq.push("a", 1);
+  EXPECT_EQ(pq.pop_max(), "c2");
+  EXPECT_EQ(pq.pop_max(), "c1");
+  EXPECT_EQ(pq.pop_max(), "b2");
+  EXPECT_EQ(pq.pop_max(), "b1");
+  EXPECT_EQ(pq.pop_max(), "a");
+  EXPECT_EQ(pq.pop_max(), std::nullopt);
+}
+
+TEST_P(PriorityQueueTest, PeeksShowWhatPopsWouldReturn) {
+  PriorityQueue pq = make();
+  EXPECT_EQ(pq.peek_min(), std::nullopt);
+  EXPECT_EQ(pq.peek_max(), std::nullopt);
+  pq.push("lo", -3);
+  pq.push("hi", 3);
+  EXPECT_EQ(pq.peek_min(), "lo");
+  EXPECT_EQ(pq.peek_max(), "hi");
+  EXPECT_EQ(pq.size(), 2);
+}
+
+TEST_P(PriorityQueueTest, ExtremeAndNegativePrioritiesOrderCorrectly) {
+  PriorityQueue pq = make();
+  const auto lo = std::numeric_limits<std::int64_t>::min();
+  const auto hi = std::numeric_limits<std::int64_t>::max();
+  pq.push("zero", 0);
+  pq.push("max", hi);
+  pq.push("minus", -1);
+  pq.push("min", lo);
+  pq.push("plus", 1);
+  EXPECT_EQ(pq.pop_min(), "min");
+  EXPECT_EQ(pq.pop_max(), "max");
+  EXPECT_EQ(pq.pop_min(), "minus");
+  EXPECT_EQ(pq.pop_max(), "plus");
+  EXPECT_EQ(pq.pop_min(), "zero");
+  EXPECT_TRUE(pq.empty());
+}
+
+TEST_P(PriorityQueueTest, KeyLayoutIsPriorityCountRandom) {
+  PriorityQueue pq = make();
+  pq.push("a", 7);
+  pq.push("b", 7);
+  pq.push("c", 2);
+  auto kvs = db_->run([&](Transaction& tr) {
+    return tr.get_range(space_.key() + '\x0c', space_.key() + '\x1d');
+  });
+  ASSERT_EQ(kvs.size(), 3u);
+  Tuple c = space_.unpack(kvs[0].key), a = space_.unpack(kvs[1].key), b = space_.unpack(kvs[2].key);
+  EXPECT_EQ(c.get_int(0), 2);
+  EXPECT_EQ(c.get_int(1), 0);
+  EXPECT_EQ(a.get_int(0), 7);
+  EXPECT_EQ(a.get_int(1), 0);
+  EXPECT_EQ(b.get_int(1), 1);
+  EXPECT_EQ(b.get_bytes(2).data.size(), 20u);
+}
+
+TEST_P(PriorityQueueTest, SizeAndClear) {
+  PriorityQueue pq = make();
+  for (int i = 0; i < 10; ++i) pq.push("x" + std::to_string(i), i % 3);
+  EXPECT_EQ(pq.size(), 10);
+  pq.pop_min();
+  pq.pop_max();
+  EXPECT_EQ(pq.size(), 8);
+  pq.clear();
+  EXPECT_EQ(pq.size(), 0);
+  EXPECT_EQ(pq.pop_min(), std::nullopt);
+  EXPECT_EQ(pq.pop_max(), std::nullopt);
+}
+
+TEST_P(PriorityQueueTest, OperationsComposeInOneTransaction) {
+  PriorityQueue pq = make();
+  Queue q(db_, space_.subspace(Tuple().append("q")), {});
+  pq.push("p1", 1);
+  pq.push("p9", 9);
+  db_->run([&](Transaction& tr) {
+    auto lo = pq.pop_min(tr);
+    auto hi = pq.pop_max(tr);
+    ASSERT_TRUE(lo && hi);
+    q.push(tr, *lo + *hi);
+    pq.push(tr, "new", 5);
+  });
+  EXPECT_EQ(q.pop(), "p1p9");
+  EXPECT_EQ(pq.pop_min(), "new");
+  EXPECT_TRUE(pq.empty());
+}
+
+TEST_P(PriorityQueueTest, ConcurrentPushesOfEqualPriorityDoNotConflict) {
+  PriorityQueue pq = make();
+  pq.push("existing", 4);
+  Transaction a = db_->create_transaction();
+  Transaction b = db_->create_transaction();
+  pq.push(a, "a", 4);
+  pq.push(b, "b", 4);
+  a.commit();
+  EXPECT_NO_THROW(b.commit());
+  EXPECT_EQ(pq.size(), 3);
+  EXPECT_EQ(pq.pop_min(), "existing");
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, PriorityQueueTest, ::testing::ValuesIn(testing::layer_params()),
+                         testing::layer_param_name);
+
+}  // namespace
+}  // namespace kvq

@@ -1,0 +1,210 @@
+// Real threads on one shared Queue / PriorityQueue; the whole history is checked afterwards with
+// tools/kvq/history.h (no loss, no duplicate, FIFO and priority promises, no wrong "empty").
+// Sizes: KVQ_TEST_ITEMS (default 50000 items in total per test) and KVQ_TEST_CLIENTS (default 16);
+// TSan runs set KVQ_TEST_ITEMS lower to stay within a minute.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "kvq/kvq.h"
+#include "support/layer_fixture.h"
+#include "tools/kvq/history.h"
+
+namespace kvq {
+namespace {
+
+using testing::env_int;
+using testing::LayerTest;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+template <typename T>
+std::vector<T> flatten(std::vector<std::vector<T>>& vv) {
+  std::vector<T> all;
+  for (auto& v : vv) all.insert(all.end(), v.begin(), v.end());
+  return all;
+}
+
+class ConcurrencyTest : public LayerTest {
+ protected:
+  int items() const { return static_cast<int>(env_int("KVQ_TEST_ITEMS", 50000)); }
+  int clients() const { return static_cast<int>(env_int("KVQ_TEST_CLIENTS", 16)); }
+};
+
+void expect_ok(const history::Result& r) {
+  EXPECT_TRUE(r.ok) << r.violations << " violations";
+  for (const auto& p : r.problems) ADD_FAILURE() << p;
+}
+
+// Half the clients push (each its own numbered sequence), half pop; all pops are recorded.
+TEST_P(ConcurrencyTest, QueueProducersAndConsumersLoseNothingAndKeepFifo) {
+  QueueOptions o;
+  o.high_contention = hc();
+  Queue q(db_, space_, o);
+  const int n = items(), c = clients(), producers = c / 2, consumers = c - producers;
+  std::vector<std::vector<history::Push>> pushes(producers);
+  std::vector<std::vector<history::Pop>> pops(consumers);
+  std::atomic<int> producing{producers};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = p; i < n; i += producers) {
+        history::Push h{std::to_string(i), 0, now_ns(), 0};
+        q.push(h.value);
+        h.end = now_ns();
+        pushes[p].push_back(std::move(h));
+      }
+      --producing;
+    });
+  }
+  for (int k = 0; k < consumers; ++k) {
+    threads.emplace_back([&, k] {
+      int empties = 0;
+      while (empties < 2) {
+        const bool done = producing.load() == 0;
+        history::Pop h{history::PopKind::kFifo, std::nullopt, now_ns(), 0};
+        h.value = q.pop();
+        h.end = now_ns();
+        empties = (!h.value && done) ? empties + 1 : 0;
+        pops[k].push_back(std::move(h));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(q.size(), 0);
+  auto r = history::check(flatten(pushes), flatten(pops));
+  EXPECT_EQ(r.popped, n);
+  expect_ok(r);
+}
+
+// Every client mixes pushes (random priorities), pop_min and pop_max; then one thread drains.
+TEST_P(ConcurrencyTest, PriorityQueueMixedClientsLoseNothingAndKeepPriorityOrder) {
+  PriorityQueueOptions o;
+  o.high_contention = hc();
+  PriorityQueue pq(db_, space_, o);
+  const int n = items(), c = clients();
+  std::vector<std::vector<history::Push>> pushes(c);
+  std::vector<std::vector<history::Pop>> pops(c + 1);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < c; ++k) {
+    threads.emplace_back([&, k] {
+      std::mt19937 gen(static_cast<unsigned>(k + 17));
+      int next = k;
+      while (next < n) {
+        int dice = static_cast<int>(gen() % 4);
+        if (dice < 2) {  // push
+          history::Push h{std::to_string(next), static_cast<std::int64_t>(gen() % 50), now_ns(), 0};
+          pq.push(h.value, h.priority);
+          h.end = now_ns();
+          pushes[k].push_back(std::move(h));
+          next += c;
+        } else {
+          const bool min = dice == 2;
+          history::Pop h{min ? history::PopKind::kMin : history::PopKind::kMax, std::nullopt,
+                         now_ns(), 0};
+          h.value = min ? pq.pop_min() : pq.pop_max();
+          h.end = now_ns();
+          pops[k].push_back(std::move(h));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (;;) {
+    history::Pop h{history::PopKind::kMin, std::nullopt, now_ns(), 0};
+    h.value = pq.pop_min();
+    h.end = now_ns();
+    const bool empty = !h.value;
+    pops[c].push_back(std::move(h));
+    if (empty) break;
+  }
+  EXPECT_EQ(pq.size(), 0);
+  auto r = history::check(flatten(pushes), flatten(pops));
+  EXPECT_EQ(r.pushed, n);
+  EXPECT_EQ(r.popped, n);
+  expect_ok(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, ConcurrencyTest, ::testing::ValuesIn(testing::layer_params()),
+                         testing::layer_param_name);
+
+// Poppers with very short timeouts under contention: a timed-out pop either returned its item or
+// left it in the queue. Everything pushed is popped exactly once in the end.
+class TimeoutTest : public LayerTest {};
+
+TEST_P(TimeoutTest, PoppersTimingOutUnderContentionLoseNothing) {
+  PriorityQueueOptions o;
+  o.high_contention = true;
+  PriorityQueue pq(db_, space_, o);
+  const int n = static_cast<int>(env_int("KVQ_TEST_ITEMS", 50000) / 5);
+  const int producers = 4, poppers = static_cast<int>(env_int("KVQ_TEST_CLIENTS", 16));
+  std::vector<std::vector<history::Push>> pushes(producers);
+  std::vector<std::vector<history::Pop>> pops(poppers + 1);
+  std::atomic<int> producing{producers};
+  std::atomic<long> timeouts{0};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = p; i < n; i += producers) {
+        history::Push h{std::to_string(i), i % 7, now_ns(), 0};
+        pq.push(h.value, h.priority);
+        h.end = now_ns();
+        pushes[p].push_back(std::move(h));
+      }
+      --producing;
+    });
+  }
+  for (int k = 0; k < poppers; ++k) {
+    threads.emplace_back([&, k] {
+      std::mt19937 gen(static_cast<unsigned>(k));
+      int empties = 0;
+      while (empties < 2) {
+        const bool done = producing.load() == 0;
+        const bool min = gen() % 2 == 0;
+        history::Pop h{min ? history::PopKind::kMin : history::PopKind::kMax, std::nullopt,
+                       now_ns(), 0};
+        try {
+          auto timeout = std::chrono::milliseconds(1 + gen() % 3);
+          h.value = min ? pq.pop_min(timeout) : pq.pop_max(timeout);
+        } catch (const Error& e) {
+          ASSERT_EQ(e.code(), ErrorCode::kTimedOut) << e.what();
+          ++timeouts;
+          continue;  // no item for this pop: it must still be in the queue
+        }
+        h.end = now_ns();
+        empties = (!h.value && done) ? empties + 1 : 0;
+        pops[k].push_back(std::move(h));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::string> left;
+  while (auto v = pq.pop_min()) left.push_back(*v);
+  auto r = history::check(flatten(pushes), flatten(pops), left);
+  EXPECT_EQ(r.popped + r.remaining, n);
+  expect_ok(r);
+  RecordProperty("timeouts", static_cast<int>(timeouts.load()));
+  std::printf("timeouts: %ld of %d items\n", timeouts.load(), n);
+}
+
+std::vector<testing::LayerParam> hc_only() {
+  std::vector<testing::LayerParam> out;
+  for (const auto& p : testing::layer_params()) {
+    if (p.high_contention) out.push_back(p);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, TimeoutTest, ::testing::ValuesIn(hc_only()),
+                         testing::layer_param_name);
+
+}  // namespace
+}  // namespace kvq
