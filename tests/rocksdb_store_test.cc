@@ -9,6 +9,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -309,6 +311,83 @@ TEST(RocksDbStore, ConcurrentSnapshotsAlwaysMatchTheirVersion) {
   EXPECT_EQ(mismatches.load(), 0);
   EXPECT_GT(snapshots.load(), 0);
   EXPECT_EQ(store->snapshot()->version(), kBatches);
+}
+
+// Model check of range reads, which seek past stretches of deleted keys learnt from earlier reads
+// (skip_hints.h): random batches of sets, clears and clear_ranges, mostly at the ends of a small
+// key space (queue-like), interleaved with limited forward/reverse reads from a few fixed range
+// edges at the newest and at older live snapshots, all compared with a std::map per version.
+TEST(RocksDbStore, RangeReadsMatchAModelUnderQueueLikeChurnAtOldAndNewSnapshots) {
+  kvq::testing::TempDir dir("store");
+  auto store = RocksDbStore::open(dir.file("db"), {.sync = false});
+  std::mt19937 rng(7);
+  using Model = std::map<std::string, std::string>;
+  Model model;
+  std::vector<std::pair<std::shared_ptr<const txn::StoreSnapshot>, Model>> held;
+  auto key = [](int i) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "k%04d", i);
+    return std::string(buf);
+  };
+  const std::vector<std::string> edges = {"", "k", key(100), key(500), "l", "\xff"};
+  auto check = [&](const txn::StoreSnapshot& snap, const Model& m) {
+    for (int probe = 0; probe < 4; ++probe) {
+      std::string b = edges[rng() % edges.size()], e = edges[rng() % edges.size()];
+      if (b > e) std::swap(b, e);
+      const bool reverse = rng() % 2;
+      const int limit = static_cast<int>(rng() % 4);
+      std::vector<KeyValue> expect;
+      for (auto it = m.lower_bound(b); it != m.end() && it->first < e; ++it) {
+        expect.push_back(kv(it->first, it->second));
+      }
+      if (reverse) std::reverse(expect.begin(), expect.end());
+      if (limit > 0 && expect.size() > static_cast<std::size_t>(limit)) expect.resize(limit);
+      ASSERT_EQ(snap.get_range(b, e, limit, reverse), expect)
+          << "[" << b << ", " << e << ") limit " << limit << " reverse " << reverse
+          << " at version " << snap.version();
+    }
+  };
+  int head = 0, tail = 0;  // live queue keys are mostly [head, tail)
+  for (Version v = 1; v <= 1500; ++v) {
+    std::vector<StoreWrite> batch;
+    const int ops = 1 + static_cast<int>(rng() % 3);
+    for (int o = 0; o < ops; ++o) {
+      const int dice = static_cast<int>(rng() % 10);
+      if (dice < 4) {  // push at the tail
+        batch.push_back(set(key(tail % 1000), std::to_string(v)));
+        model[key(tail % 1000)] = std::to_string(v);
+        ++tail;
+      } else if (dice < 7 && head < tail) {  // pop at the head
+        batch.push_back(clear(key(head % 1000)));
+        model.erase(key(head % 1000));
+        ++head;
+      } else if (dice < 8) {  // a key anywhere (may land inside a known-empty stretch)
+        const std::string k = key(static_cast<int>(rng() % 1000));
+        batch.push_back(set(k, "x" + std::to_string(v)));
+        model[k] = "x" + std::to_string(v);
+      } else if (dice < 9) {  // pop from the back
+        if (!model.empty()) {
+          const std::string k = std::prev(model.end())->first;
+          batch.push_back(clear(k));
+          model.erase(k);
+        }
+      } else {  // a small clear_range
+        const int a = static_cast<int>(rng() % 1000);
+        const std::string b = key(a), e = key(a + static_cast<int>(rng() % 20));
+        batch.push_back(clear_range(b, e));
+        model.erase(model.lower_bound(b), model.lower_bound(e));
+      }
+    }
+    store->apply(v, batch);
+    auto snap = store->snapshot();
+    check(*snap, model);
+    if (rng() % 50 == 0) held.emplace_back(snap, model);
+    if (held.size() > 5) held.erase(held.begin());
+    if (v % 10 == 0) {
+      for (auto& [old_snap, old_model] : held) check(*old_snap, old_model);
+    }
+    if (::testing::Test::HasFatalFailure()) return;
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "kvq/error.h"
+#include "src/engine/rocksdb/skip_hints.h"
 
 namespace kvq::engine::rocksdb_engine {
 namespace {
@@ -111,8 +112,13 @@ Version read_version(const DbHandle& db, const rocksdb::Snapshot* snapshot) {
 
 class RocksDbSnapshot : public txn::StoreSnapshot {
  public:
-  RocksDbSnapshot(std::shared_ptr<DbHandle> db, const rocksdb::Snapshot* snapshot, Version version)
-      : db_(std::move(db)), snapshot_(snapshot), version_(version) {}
+  RocksDbSnapshot(std::shared_ptr<DbHandle> db, std::shared_ptr<SkipHints> hints,
+                  const rocksdb::Snapshot* snapshot, Version version)
+      : db_(std::move(db)),
+        hints_(std::move(hints)),
+        snapshot_(snapshot),
+        sequence_(snapshot->GetSequenceNumber()),
+        version_(version) {}
   ~RocksDbSnapshot() override { db_->db()->ReleaseSnapshot(snapshot_); }
   RocksDbSnapshot(const RocksDbSnapshot&) = delete;
   RocksDbSnapshot& operator=(const RocksDbSnapshot&) = delete;
@@ -133,14 +139,24 @@ class RocksDbSnapshot : public txn::StoreSnapshot {
                                   bool reverse) const override {
     std::vector<KeyValue> out;
     if (begin >= end) return out;
-    const rocksdb::Slice lower = to_slice(begin);
-    const rocksdb::Slice upper = to_slice(end);
+    const auto want = static_cast<std::size_t>(limit > 0 ? limit : 0);
+    // Skip the stretch the hints know to be empty (see skip_hints.h).
+    std::string lower_key(begin);
+    std::string upper_key(end);
+    if (reverse) {
+      upper_key = hints_->reverse_start(end, sequence_);
+      if (upper_key <= begin) return out;
+    } else {
+      lower_key = hints_->forward_start(begin, sequence_);
+      if (lower_key >= end) return out;
+    }
+    const rocksdb::Slice lower(lower_key);
+    const rocksdb::Slice upper(upper_key);
     rocksdb::ReadOptions ro;
     ro.snapshot = snapshot_;
     ro.iterate_lower_bound = &lower;
     ro.iterate_upper_bound = &upper;
     std::unique_ptr<rocksdb::Iterator> it(db_->db()->NewIterator(ro, db_->data()));
-    const auto want = static_cast<std::size_t>(limit > 0 ? limit : 0);
     if (reverse) {
       for (it->SeekToLast(); it->Valid(); it->Prev()) {
         out.push_back(KeyValue{it->key().ToString(), it->value().ToString()});
@@ -153,12 +169,23 @@ class RocksDbSnapshot : public txn::StoreSnapshot {
       }
     }
     if (!it->status().ok()) throw_status(it->status(), "range read in " + db_->path());
+    if (reverse) {
+      // [after(last live key), end) is empty; all of [begin, end) if nothing was found.
+      const std::string empty_from = out.empty() ? std::string(begin) : out.front().key + '\0';
+      if (empty_from < upper_key) hints_->learn_reverse(empty_from, end, sequence_);
+    } else {
+      // [begin, first live key) is empty; all of [begin, end) if nothing was found.
+      const std::string empty_to = out.empty() ? std::string(end) : out.front().key;
+      if (empty_to > lower_key) hints_->learn_forward(begin, empty_to, sequence_);
+    }
     return out;
   }
 
  private:
   std::shared_ptr<DbHandle> db_;
+  std::shared_ptr<SkipHints> hints_;
   const rocksdb::Snapshot* snapshot_;
+  const std::uint64_t sequence_;
   Version version_;
 };
 
@@ -251,7 +278,8 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options,
       db_(std::move(db)),
       latest_version_(recovered),
       cached_sequence_(db_->db()->GetLatestSequenceNumber()),
-      cached_version_(recovered) {}
+      cached_version_(recovered),
+      hints_(std::make_shared<SkipHints>(cached_sequence_)) {}
 
 RocksDbStore::~RocksDbStore() = default;
 
@@ -277,7 +305,7 @@ std::shared_ptr<const txn::StoreSnapshot> RocksDbStore::snapshot() const {
       throw;
     }
   }
-  return std::make_shared<RocksDbSnapshot>(db_, snap, version);
+  return std::make_shared<RocksDbSnapshot>(db_, hints_, snap, version);
 }
 
 void RocksDbStore::apply(Version version, const std::vector<txn::StoreWrite>& writes) {
@@ -307,13 +335,20 @@ void RocksDbStore::apply(Version version, const std::vector<txn::StoreWrite>& wr
   s = batch.Put(db_->meta(), to_slice(kVersionKey), to_slice(encoded));
   if (!s.ok()) throw_status(s, "building a batch for " + path_);
 
+  std::vector<std::string_view> put_keys;
+  for (const txn::StoreWrite& w : writes) {
+    if (w.kind == txn::StoreWrite::Kind::kSet) put_keys.push_back(w.key);
+  }
+  hints_->begin_write(put_keys);
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
   s = db_->db()->Write(wo, &batch);
+  const std::uint64_t sequence = db_->db()->GetLatestSequenceNumber();
+  hints_->end_write(sequence);
   if (!s.ok()) throw_status(s, "writing to " + path_);
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    cached_sequence_ = db_->db()->GetLatestSequenceNumber();
+    cached_sequence_ = sequence;
     cached_version_ = version;
   }
   latest_version_.store(version, std::memory_order_release);

@@ -16,6 +16,10 @@
 // that very snapshot, so a snapshot's data and version always agree. Old versions are kept by
 // RocksDB exactly as long as a snapshot needs them, so forget_before() has nothing to do.
 //
+// Range reads seek past stretches of deleted keys they learnt about from earlier reads
+// (skip_hints.h), so popping from the head of a queue does not step over the tombstones of every
+// earlier pop.
+//
 // Example:
 //   RocksDbStore store = *RocksDbStore::open("/tmp/db", {.sync = true});
 //   store.apply(store.latest_version() + 1, {{StoreWrite::Kind::kSet, "k", "v"}});
@@ -46,7 +50,8 @@ struct RocksDbStoreOptions {
   bool create_if_missing = true;
 };
 
-class DbHandle;  // Owns the rocksdb::DB; shared by the store and its snapshots.
+class DbHandle;   // Owns the rocksdb::DB; shared by the store and its snapshots.
+class SkipHints;  // Lets range reads seek past deleted keys (skip_hints.h).
 
 class RocksDbStore : public txn::VersionedStore {
  public:
@@ -105,6 +110,7 @@ class RocksDbStore : public txn::VersionedStore {
   mutable std::mutex cache_mutex_;
   std::uint64_t cached_sequence_ = 0;
   Version cached_version_ = 0;
+  std::shared_ptr<SkipHints> hints_;
 };
 
 }  // namespace kvq::engine::rocksdb_engine

@@ -1,0 +1,84 @@
+#include "src/engine/rocksdb/skip_hints.h"
+
+#include <algorithm>
+
+namespace kvq::engine::rocksdb_engine {
+
+std::string SkipHints::forward_start(std::string_view begin, std::uint64_t sequence) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = forward_.find(begin);
+  if (it == forward_.end() || it->second.sequence > sequence) return std::string(begin);
+  return it->second.edge;
+}
+
+std::string SkipHints::reverse_start(std::string_view end, std::uint64_t sequence) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = reverse_.find(end);
+  if (it == reverse_.end() || it->second.sequence > sequence) return std::string(end);
+  return it->second.edge;
+}
+
+bool SkipHints::may_learn(std::string_view lo, std::string_view hi,
+                          std::uint64_t sequence) const {
+  if (sequence < log_floor_) return false;
+  for (auto it = log_.rbegin(); it != log_.rend() && it->sequence > sequence; ++it) {
+    if (!it->all_keys) return false;
+    auto k = std::lower_bound(it->keys.begin(), it->keys.end(), lo);
+    if (k != it->keys.end() && *k < hi) return false;
+  }
+  return true;
+}
+
+void SkipHints::learn_forward(std::string_view begin, std::string_view first_live,
+                              std::uint64_t sequence) {
+  if (!(begin < first_live)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!may_learn(begin, first_live, sequence)) return;
+  if (forward_.size() >= kMaxHints && forward_.find(begin) == forward_.end()) forward_.clear();
+  forward_.insert_or_assign(std::string(begin), Hint{std::string(first_live), sequence});
+}
+
+void SkipHints::learn_reverse(std::string_view last_live_end, std::string_view end,
+                              std::uint64_t sequence) {
+  if (!(last_live_end < end)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!may_learn(last_live_end, end, sequence)) return;
+  if (reverse_.size() >= kMaxHints && reverse_.find(end) == reverse_.end()) reverse_.clear();
+  reverse_.insert_or_assign(std::string(end), Hint{std::string(last_live_end), sequence});
+}
+
+void SkipHints::begin_write(const std::vector<std::string_view>& put_keys) {
+  LoggedWrite entry{kPending, put_keys.size() <= kMaxLoggedKeys, {}};
+  if (entry.all_keys) {
+    entry.keys.assign(put_keys.begin(), put_keys.end());
+    std::sort(entry.keys.begin(), entry.keys.end());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  log_.push_back(std::move(entry));
+  for (std::string_view key : put_keys) {
+    // Forward hints cover [begin, edge): candidates have begin <= key.
+    for (auto it = forward_.begin(); it != forward_.end() && it->first <= key;) {
+      it = key < it->second.edge ? forward_.erase(it) : std::next(it);
+    }
+    // Reverse hints cover [edge, end): candidates have end > key.
+    for (auto it = reverse_.upper_bound(key); it != reverse_.end();) {
+      it = it->second.edge <= key ? reverse_.erase(it) : std::next(it);
+    }
+  }
+}
+
+void SkipHints::end_write(std::uint64_t sequence) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!log_.empty() && log_.back().sequence == kPending) log_.back().sequence = sequence;
+  while (log_.size() > kLogWrites) {
+    log_floor_ = std::max(log_floor_, log_.front().sequence);
+    log_.pop_front();
+  }
+}
+
+std::size_t SkipHints::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return forward_.size() + reverse_.size();
+}
+
+}  // namespace kvq::engine::rocksdb_engine
