@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <system_error>
 #include <utility>
 
@@ -317,16 +318,18 @@ void RocksDbStore::apply(Version version, const std::vector<txn::StoreWrite>& wr
   }
   rocksdb::WriteBatch batch;
   rocksdb::Status s;
+  std::set<std::string_view> batch_puts;  // keys set earlier in this batch (for clear ranges)
   for (const txn::StoreWrite& w : writes) {
     switch (w.kind) {
       case txn::StoreWrite::Kind::kSet:
         s = batch.Put(db_->data(), to_slice(w.key), to_slice(w.value));
+        batch_puts.insert(w.key);
         break;
       case txn::StoreWrite::Kind::kClear:
         s = batch.Delete(db_->data(), to_slice(w.key));
         break;
       case txn::StoreWrite::Kind::kClearRange:
-        if (w.key < w.value) s = batch.DeleteRange(db_->data(), to_slice(w.key), to_slice(w.value));
+        if (w.key < w.value) s = add_clear_range(batch, w.key, w.value, batch_puts);
         break;
     }
     if (!s.ok()) throw_status(s, "building a batch for " + path_);
@@ -352,6 +355,44 @@ void RocksDbStore::apply(Version version, const std::vector<txn::StoreWrite>& wr
     cached_version_ = version;
   }
   latest_version_.store(version, std::memory_order_release);
+}
+
+rocksdb::Status RocksDbStore::add_clear_range(rocksdb::WriteBatch& batch, std::string_view begin,
+                                              std::string_view end,
+                                              const std::set<std::string_view>& batch_puts) {
+  // A range clear becomes point deletes of the keys it actually removes, when they are few: RocksDB
+  // 7.8 re-fragments every range tombstone of the memtable for each new iterator, so thousands of
+  // small DeleteRange (a queue layer sweeping old markers) would make every read slow. apply() is
+  // the only writer, so the latest state plus this batch's earlier sets is exactly what the clear
+  // sees. A large or tombstone-heavy range stays one DeleteRange.
+  constexpr std::size_t kMaxPointDeletes = 256;
+  std::vector<std::string> live;
+  {
+    const rocksdb::Slice lower = to_slice(begin);
+    const rocksdb::Slice upper = to_slice(end);
+    rocksdb::ReadOptions ro;
+    ro.iterate_lower_bound = &lower;
+    ro.iterate_upper_bound = &upper;
+    ro.max_skippable_internal_keys = 4 * kMaxPointDeletes;
+    std::unique_ptr<rocksdb::Iterator> it(db_->db()->NewIterator(ro, db_->data()));
+    for (it->SeekToFirst(); it->Valid() && live.size() <= kMaxPointDeletes; it->Next()) {
+      live.push_back(it->key().ToString());
+    }
+    if (!it->status().ok() && !it->status().IsIncomplete()) return it->status();
+    if (it->status().IsIncomplete() || live.size() > kMaxPointDeletes) {
+      return batch.DeleteRange(db_->data(), lower, upper);
+    }
+  }
+  rocksdb::Status s;
+  for (const std::string& k : live) {
+    s = batch.Delete(db_->data(), k);
+    if (!s.ok()) return s;
+  }
+  for (auto it = batch_puts.lower_bound(begin); it != batch_puts.end() && *it < end; ++it) {
+    s = batch.Delete(db_->data(), to_slice(*it));
+    if (!s.ok()) return s;
+  }
+  return s;
 }
 
 void RocksDbStore::forget_before(Version /*version*/) {}

@@ -31,11 +31,17 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "src/txn/versioned_store.h"
+
+namespace rocksdb {
+class Status;
+class WriteBatch;
+}  // namespace rocksdb
 
 namespace kvq::engine::rocksdb_engine {
 
@@ -100,6 +106,11 @@ class RocksDbStore : public txn::VersionedStore {
  private:
   RocksDbStore(std::string path, RocksDbStoreOptions options, std::shared_ptr<DbHandle> db,
                Version recovered);
+  // Adds the clear of [begin, end) to `batch`: point deletes of the keys it removes (live ones and
+  // `batch_puts`, keys set earlier in the batch) when few, else one DeleteRange.
+  ::rocksdb::Status add_clear_range(::rocksdb::WriteBatch& batch, std::string_view begin,
+                                    std::string_view end,
+                                    const std::set<std::string_view>& batch_puts);
 
   const std::string path_;
   const RocksDbStoreOptions options_;
