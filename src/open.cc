@@ -1,4 +1,5 @@
 // kvq::open(url): dispatch on the URL scheme to an engine.
+#include <map>
 #include <memory>
 #include <string>
 
@@ -7,12 +8,19 @@
 #include "src/open_url.h"
 #include "src/txn/commit_pipeline.h"
 
-// Engines built optionally declare their factories here (their helpers own these functions).
-#ifdef KVQ_WITH_ROCKSDB
-#include "src/engine/rocksdb/rocksdb_engine.h"  // engine::open_rocksdb(path, query)
+// Optional engines declare their factories in these headers:
+//   std::shared_ptr<engine::Engine> engine::open_rocksdb(const std::string& path,
+//                                                        std::map<std::string, std::string> query);
+//   std::shared_ptr<engine::Engine> engine::open_etcd(const std::string& endpoints,
+//                                                     std::map<std::string, std::string> query);
+// (__has_include keeps a tree without the engine's sources building.)
+#if defined(KVQ_WITH_ROCKSDB) && __has_include("src/engine/rocksdb/rocksdb_engine.h")
+#include "src/engine/rocksdb/rocksdb_engine.h"
+#define KVQ_HAVE_ROCKSDB_ENGINE 1
 #endif
-#ifdef KVQ_WITH_ETCD
-#include "src/engine/etcd/etcd_engine.h"  // engine::open_etcd(endpoints, query)
+#if defined(KVQ_WITH_ETCD) && __has_include("src/engine/etcd/etcd_engine.h")
+#include "src/engine/etcd/etcd_engine.h"
+#define KVQ_HAVE_ETCD_ENGINE 1
 #endif
 
 namespace kvq {
@@ -31,8 +39,8 @@ ParsedUrl parse_url(std::string_view url) {
   const std::size_t colon = url.find(':');
   if (colon == std::string_view::npos || colon == 0) invalid(url, "no scheme");
   for (char ch : url.substr(0, colon)) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' ||
-                    ch == '-' || ch == '.';
+    const bool ok =
+        (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.';
     if (!ok) invalid(url, "malformed scheme");
   }
   out.scheme = std::string(url.substr(0, colon));
@@ -83,22 +91,31 @@ std::shared_ptr<Database> open(std::string_view url) {
   }
 
   if (parsed.scheme == "rocksdb") {
-#ifdef KVQ_WITH_ROCKSDB
+    if (parsed.body.empty()) {
+      throw Error(ErrorCode::kConnectionStringInvalid,
+                  "'" + std::string(url) + "': expected rocksdb:/path/to/dir");
+    }
+#ifdef KVQ_HAVE_ROCKSDB_ENGINE
     // Dispatch point for the RocksDB engine: engine::open_rocksdb(path, query) returns a
     // std::shared_ptr<engine::Engine> (built with txn::make_pipeline_engine).
     return std::make_shared<Database>(engine::open_rocksdb(parsed.body, parsed.query),
                                       std::string(url));
 #else
-    throw Error(ErrorCode::kConnectionStringInvalid,
-                "'" + std::string(url) + "': this kvq was built without RocksDB (KVQ_WITH_ROCKSDB)");
+    throw Error(
+        ErrorCode::kConnectionStringInvalid,
+        "'" + std::string(url) + "': this kvq was built without RocksDB (KVQ_WITH_ROCKSDB)");
 #endif
   }
 
   if (parsed.scheme == "etcd") {
-#ifdef KVQ_WITH_ETCD
-    // Dispatch point for the etcd engine: engine::open_etcd(endpoints, query) where endpoints is
-    // the body after "//" ("host:port[,host:port]").
-    return std::make_shared<Database>(engine::open_etcd(parsed.body, parsed.query),
+    if (parsed.body.rfind("//", 0) != 0 || parsed.body.size() == 2) {
+      throw Error(ErrorCode::kConnectionStringInvalid,
+                  "'" + std::string(url) + "': expected etcd://host:port[,host:port]");
+    }
+#ifdef KVQ_HAVE_ETCD_ENGINE
+    // Dispatch point for the etcd engine: engine::open_etcd(endpoints, query), endpoints being
+    // "host:port[,host:port]" (the body without its leading "//").
+    return std::make_shared<Database>(engine::open_etcd(parsed.body.substr(2), parsed.query),
                                       std::string(url));
 #else
     throw Error(ErrorCode::kConnectionStringInvalid,

@@ -9,9 +9,9 @@
 namespace kvq::detail {
 
 struct ParsedUrl {
-  std::string scheme;                         // "memory", "rocksdb", "etcd"
-  std::string body;                           // between "scheme:" and "?" ("/path", "//h:p,h:p")
-  std::map<std::string, std::string> query;   // the query parameters, each key at most once
+  std::string scheme;                        // "memory", "rocksdb", "etcd"
+  std::string body;                          // between "scheme:" and "?" ("/path", "//h:p,h:p")
+  std::map<std::string, std::string> query;  // the query parameters, each key at most once
 };
 
 // Splits `url`. Throws connection_string_invalid if there is no "scheme:", the scheme has

@@ -3,8 +3,11 @@
 // never changes and no balance goes negative, in every snapshot any auditor sees and at the end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -41,9 +44,8 @@ TEST_P(BankTest, ConcurrentTransfersPreserveTheTotal) {
   for (int a = 0; a < 2; ++a) {
     auditors.emplace_back([&, a] {
       while (!stop.load()) {
-        auto kvs = db->run([&](Transaction& tr) {
-          return tr.get_range("acct/", "acct0", {.snapshot = a == 0});
-        });
+        auto kvs = db->run(
+            [&](Transaction& tr) { return tr.get_range("acct/", "acct0", {.snapshot = a == 0}); });
         std::int64_t sum = 0;
         bool negative = false;
         for (const KeyValue& kv : kvs) {
@@ -120,6 +122,141 @@ TEST_P(BankTest, ReadModifyWriteIncrementsAreNeverLost) {
   for (auto& t : threads) t.join();
   auto v = db->run([](Transaction& tr) { return tr.get("counter"); });
   EXPECT_EQ(parse(*v), kThreads * kPerThread);
+}
+
+// The strongest form of the rule: random transactions (gets, limited/reverse range reads, sets,
+// clears) from many threads; replaying the committed ones one after the other in versionstamp
+// order (commit order) must reproduce every value each of them read.
+TEST_P(BankTest, RandomTransactionsAreSerializableInCommitOrder) {
+  auto db = GetParam().open({});
+  struct Op {
+    enum Kind { kGet, kRange, kSet, kClear } kind = kGet;
+    std::string key, end;  // end: range reads
+    int limit = 0;
+    bool reverse = false;
+    std::optional<std::string> value;  // get result / set value
+    std::vector<KeyValue> range;       // range result
+  };
+  auto make_op = [](Op::Kind kind, std::string key, std::string end = "") {
+    Op op;
+    op.kind = kind;
+    op.key = std::move(key);
+    op.end = std::move(end);
+    return op;
+  };
+  struct Committed {
+    std::string stamp;
+    std::vector<Op> ops;
+  };
+  const int kThreads = 8, kPerThread = 1500;
+  std::vector<std::vector<Committed>> per_thread(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(100 + t);
+      auto rand_key = [&] { return "s/" + std::to_string(10 + rng() % 16); };
+      for (int n = 0; n < kPerThread; ++n) {
+        Transaction tr = db->create_transaction();
+        std::vector<Op> ops;
+        for (;;) {
+          ops.clear();
+          try {
+            const int count = 2 + static_cast<int>(rng() % 5);
+            bool wrote = false;
+            for (int i = 0; i < count || !wrote; ++i) {
+              switch (rng() % 5) {
+                case 0: {
+                  Op op = make_op(Op::kGet, rand_key());
+                  op.value = tr.get(op.key);
+                  ops.push_back(std::move(op));
+                  break;
+                }
+                case 1: {
+                  Op op = make_op(Op::kRange, rand_key(), rand_key());
+                  if (op.end < op.key) std::swap(op.key, op.end);
+                  op.limit = static_cast<int>(rng() % 4);
+                  op.reverse = rng() % 2 == 1;
+                  op.range =
+                      tr.get_range(op.key, op.end, {.limit = op.limit, .reverse = op.reverse});
+                  ops.push_back(std::move(op));
+                  break;
+                }
+                case 2:
+                case 3: {
+                  Op op = make_op(Op::kSet, rand_key());
+                  op.value = std::to_string(t) + "/" + std::to_string(n) + "/" + std::to_string(i);
+                  tr.set(op.key, *op.value);
+                  ops.push_back(std::move(op));
+                  wrote = true;
+                  break;
+                }
+                default: {
+                  Op op = make_op(Op::kClear, rand_key());
+                  tr.clear(op.key);
+                  ops.push_back(std::move(op));
+                  wrote = true;
+                }
+              }
+            }
+            tr.commit();
+            break;
+          } catch (const Error& e) {
+            tr.on_error(e);
+          }
+        }
+        per_thread[t].push_back({tr.get_versionstamp(), std::move(ops)});
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+
+  std::vector<Committed> all;
+  for (auto& v : per_thread) {
+    for (auto& c : v) all.push_back(std::move(c));
+  }
+  std::sort(all.begin(), all.end(),
+            [](const Committed& a, const Committed& b) { return a.stamp < b.stamp; });
+  std::map<std::string, std::string> state;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i > 0) {
+      ASSERT_NE(all[i - 1].stamp, all[i].stamp);
+    }
+    for (const Op& op : all[i].ops) {
+      switch (op.kind) {
+        case Op::kGet: {
+          auto it = state.find(op.key);
+          ASSERT_EQ(op.value,
+                    it == state.end() ? std::nullopt : std::optional<std::string>(it->second))
+              << "transaction #" << i << " in commit order read " << op.key;
+          break;
+        }
+        case Op::kRange: {
+          std::vector<KeyValue> expect;
+          for (auto it = state.lower_bound(op.key); it != state.lower_bound(op.end); ++it) {
+            expect.push_back({it->first, it->second});
+          }
+          if (op.reverse) std::reverse(expect.begin(), expect.end());
+          if (op.limit > 0 && expect.size() > static_cast<std::size_t>(op.limit)) {
+            expect.resize(op.limit);
+          }
+          ASSERT_EQ(op.range, expect) << "transaction #" << i << " range [" << op.key << ", "
+                                      << op.end << ") limit " << op.limit;
+          break;
+        }
+        case Op::kSet:
+          state[op.key] = *op.value;
+          break;
+        case Op::kClear:
+          state.erase(op.key);
+          break;
+      }
+    }
+  }
+  auto final_kvs = db->run([](Transaction& tr) { return tr.get_range("s/", "s0"); });
+  std::vector<KeyValue> expect;
+  for (auto& [k, v] : state) expect.push_back({k, v});
+  EXPECT_EQ(final_kvs, expect);
+  EXPECT_GT(db->stats().conflicts, 0u) << "the workload should have produced some conflicts";
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, BankTest, ::testing::ValuesIn(testing::conformance_engines()),

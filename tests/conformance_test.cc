@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -23,13 +25,15 @@ using testing::EngineOptions;
 
 std::string le64(std::int64_t v) {
   std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    s[i] = static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
   return s;
 }
 
 std::int64_t from_le64(const std::string& s) {
   std::uint64_t v = 0;
-  for (std::size_t i = 0; i < s.size() && i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(s[i])} << (8 * i);
+  for (std::size_t i = 0; i < s.size() && i < 8; ++i)
+    v |= std::uint64_t{static_cast<unsigned char>(s[i])} << (8 * i);
   return static_cast<std::int64_t>(v);
 }
 
@@ -147,8 +151,8 @@ TEST_P(ConformanceTest, LimitedRangeReadFetchesPastKeysClearedLocally) {
     for (int i = 0; i < 40; ++i) tr.set("k" + std::to_string(100 + i), std::to_string(i));
   });
   Transaction tr = db_->create_transaction();
-  for (int i = 0; i < 15; ++i) tr.clear("k" + std::to_string(100 + i));      // point clears
-  tr.clear_range("k" + std::to_string(125), "k" + std::to_string(140));      // a range clear
+  for (int i = 0; i < 15; ++i) tr.clear("k" + std::to_string(100 + i));  // point clears
+  tr.clear_range("k" + std::to_string(125), "k" + std::to_string(140));  // a range clear
   auto fwd = tr.get_range("k", "l", {.limit = 5});
   EXPECT_EQ(keys_of(fwd), (std::vector<std::string>{"k115", "k116", "k117", "k118", "k119"}));
   auto rev = tr.get_range("k", "l", {.limit = 3, .reverse = true});
@@ -183,8 +187,8 @@ TEST_P(ConformanceTest, AtomicAddFollowsFoundationDbOperandLengthRules) {
   put("long", std::string("\x05", 1));
   put("carry", std::string("\xff\xff", 2));
   db_->run([](Transaction& tr) {
-    tr.atomic_add("short", std::string_view("\x01", 1));  // existing truncated to 1 byte: ff+1
-    tr.atomic_add("long", 1);                              // existing zero-extended to 8 bytes
+    tr.atomic_add("short", std::string_view("\x01", 1));      // existing truncated to 1 byte: ff+1
+    tr.atomic_add("long", 1);                                 // existing zero-extended to 8 bytes
     tr.atomic_add("carry", std::string_view("\x01\x00", 2));  // carry out of the top is dropped
     tr.atomic_add("absent", std::string_view("\x09\x00\x00", 3));
   });
@@ -199,12 +203,103 @@ TEST_P(ConformanceTest, ConcurrentAtomicAddsNeverConflictAndAllCount) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
-      for (int i = 0; i < kPerThread; ++i) db_->run([](Transaction& tr) { tr.atomic_add("ctr", 1); });
+      for (int i = 0; i < kPerThread; ++i)
+        db_->run([](Transaction& tr) { tr.atomic_add("ctr", 1); });
     });
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(from_le64(*read("ctr")), kThreads * kPerThread);
   EXPECT_EQ(db_->stats().conflicts, 0u);
+}
+
+// Random sequences of writes and reads in one transaction, checked against a std::map model of
+// "committed state + own writes", including limited and reverse range reads.
+TEST_P(ConformanceTest, RandomizedReadYourWritesMatchesAModel) {
+  std::mt19937 rng(1234);
+  auto rand_key = [&] {
+    return std::string(1, static_cast<char>('a' + rng() % 12)) + (rng() % 2 ? "x" : "");
+  };
+  auto add = [](const std::optional<std::string>& cur, const std::string& op) {
+    std::string out(op.size(), '\0');
+    unsigned carry = 0;
+    for (std::size_t i = 0; i < op.size(); ++i) {
+      unsigned a = cur && i < cur->size() ? static_cast<unsigned char>((*cur)[i]) : 0;
+      unsigned sum = a + static_cast<unsigned char>(op[i]) + carry;
+      out[i] = static_cast<char>(sum & 0xff);
+      carry = sum >> 8;
+    }
+    return out;
+  };
+  std::map<std::string, std::string> committed;
+  for (int round = 0; round < 150; ++round) {
+    std::map<std::string, std::string> model = committed;
+    Transaction tr = db_->create_transaction();
+    for (int op = 0; op < 25; ++op) {
+      switch (rng() % 7) {
+        case 0: {
+          std::string k = rand_key(), v = "v" + std::to_string(rng() % 100);
+          tr.set(k, v);
+          model[k] = v;
+          break;
+        }
+        case 1: {
+          std::string k = rand_key();
+          tr.clear(k);
+          model.erase(k);
+          break;
+        }
+        case 2: {
+          std::string b = rand_key(), e = rand_key();
+          if (e < b) std::swap(b, e);
+          tr.clear_range(b, e);
+          model.erase(model.lower_bound(b), model.lower_bound(e));
+          break;
+        }
+        case 3: {
+          std::string k = rand_key();
+          std::string operand(1 + rng() % 3, '\0');
+          for (char& ch : operand) ch = static_cast<char>(rng() % 256);
+          tr.atomic_add(k, operand);
+          auto it = model.find(k);
+          model[k] = add(it == model.end() ? std::nullopt : std::optional<std::string>(it->second),
+                         operand);
+          break;
+        }
+        case 4: {
+          std::string k = rand_key();
+          auto it = model.find(k);
+          ASSERT_EQ(tr.get(k, rng() % 2),
+                    it == model.end() ? std::nullopt : std::optional<std::string>(it->second))
+              << "round " << round << " key " << k;
+          break;
+        }
+        default: {
+          std::string b = rand_key(), e = rand_key();
+          if (e < b) std::swap(b, e);
+          RangeOptions o{.limit = static_cast<int>(rng() % 4),
+                         .reverse = rng() % 2 == 1,
+                         .snapshot = rng() % 3 == 0};
+          std::vector<KeyValue> expect;
+          for (auto it = model.lower_bound(b); it != model.lower_bound(e); ++it)
+            expect.push_back({it->first, it->second});
+          if (o.reverse) std::reverse(expect.begin(), expect.end());
+          if (o.limit > 0 && expect.size() > static_cast<std::size_t>(o.limit))
+            expect.resize(o.limit);
+          ASSERT_EQ(tr.get_range(b, e, o), expect)
+              << "round " << round << " [" << b << ", " << e << ") limit " << o.limit << " reverse "
+              << o.reverse;
+        }
+      }
+    }
+    if (rng() % 2) {
+      tr.commit();
+      committed = model;
+    }
+  }
+  auto all = db_->run([](Transaction& t) { return t.get_range("", "\xff"); });
+  std::vector<KeyValue> expect;
+  for (auto& [k, v] : committed) expect.push_back({k, v});
+  EXPECT_EQ(all, expect);
 }
 
 // ---- conflicts ----
@@ -532,6 +627,31 @@ TEST_P(ConformanceTest, WatchWakesAWaitingThread) {
   EXPECT_TRUE(fired);
 }
 
+TEST_P(ConformanceTest, ManyWatchersFollowAWriterWithoutMissingTheLastChange) {
+  // Each watcher loops: read the counter, watch it, commit, wait. Whatever interleaving, every
+  // watcher must observe the final value (a watch armed on a stale value fires at once).
+  const int kWatchers = 4, kWrites = 200;
+  put("ctr", "0");
+  std::atomic<int> finished{0};
+  std::vector<std::thread> watchers;
+  for (int w = 0; w < kWatchers; ++w) {
+    watchers.emplace_back([&] {
+      for (;;) {
+        Transaction tr = db_->create_transaction();
+        std::string v = *tr.get("ctr");
+        if (v == std::to_string(kWrites)) break;
+        Watch watch = tr.watch("ctr");
+        tr.commit();
+        ASSERT_TRUE(watch.wait_for(20s)) << "watch never fired after seeing " << v;
+      }
+      ++finished;
+    });
+  }
+  for (int i = 1; i <= kWrites; ++i) put("ctr", std::to_string(i));
+  for (auto& t : watchers) t.join();
+  EXPECT_EQ(finished.load(), kWatchers);
+}
+
 // ---- transaction_too_old ----
 
 TEST_P(ConformanceTest, ReadVersionSupersededLongerThanTheMvccWindowIsTooOld) {
@@ -556,6 +676,27 @@ TEST_P(ConformanceTest, ReadVersionSupersededLongerThanTheMvccWindowIsTooOld) {
   EXPECT_EQ(code_of([&] { committer.commit(); }), ErrorCode::kTransactionTooOld);
   // The retry loop gets past it.
   EXPECT_EQ(db->run([](Transaction& tr) { return tr.get("k"); }), "2");
+}
+
+TEST_P(ConformanceTest, SupersededReadVersionIsTooOldWithoutFurtherCommits) {
+  auto db = GetParam().open(EngineOptions{.mvcc_window = 100ms});
+  db->run([](Transaction& tr) { tr.set("k", "1"); });
+  Transaction reader = db->create_transaction();
+  EXPECT_EQ(reader.get("k"), "1");
+  db->run([](Transaction& tr) { tr.set("k", "2"); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(code_of([&] { reader.get("k"); }), ErrorCode::kTransactionTooOld);
+}
+
+TEST_P(ConformanceTest, UnsupersededReadVersionStaysReadable) {
+  // Nothing committed since the read version: it reads what a new one would (see
+  // docs/transactions.md on the MVCC window).
+  auto db = GetParam().open(EngineOptions{.mvcc_window = 50ms});
+  db->run([](Transaction& tr) { tr.set("k", "1"); });
+  Transaction reader = db->create_transaction();
+  EXPECT_EQ(reader.get("k"), "1");
+  std::this_thread::sleep_for(150ms);
+  EXPECT_EQ(reader.get("k"), "1");
 }
 
 // ---- limits ----
@@ -660,8 +801,7 @@ TEST_P(ConformanceTest, OnErrorRetriesCommitUnknownResultAndRethrowsOthers) {
   tr.commit();
   EXPECT_EQ(read("k"), std::nullopt);
   Transaction t2 = db_->create_transaction();
-  EXPECT_EQ(code_of([&] { t2.on_error(Error(ErrorCode::kIoError, "disk")); }),
-            ErrorCode::kIoError);
+  EXPECT_EQ(code_of([&] { t2.on_error(Error(ErrorCode::kIoError, "disk")); }), ErrorCode::kIoError);
 }
 
 TEST_P(ConformanceTest, TimeoutOptionAbortsTheTransaction) {
@@ -748,7 +888,9 @@ TEST_P(ConformanceTest, ConcurrentCommitsFromManyThreadsAllLand) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        db_->run([&](Transaction& tr) { tr.set("t" + std::to_string(t) + "/" + std::to_string(1000 + i), "v"); });
+        db_->run([&](Transaction& tr) {
+          tr.set("t" + std::to_string(t) + "/" + std::to_string(1000 + i), "v");
+        });
       }
     });
   }

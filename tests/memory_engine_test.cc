@@ -2,6 +2,10 @@
 // versioned reads, garbage collection, and bounded memory under a long queue churn.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,7 +20,9 @@ namespace {
 using engine::MemoryStore;
 using txn::StoreWrite;
 
-StoreWrite set(std::string k, std::string v) { return {StoreWrite::Kind::kSet, std::move(k), std::move(v)}; }
+StoreWrite set(std::string k, std::string v) {
+  return {StoreWrite::Kind::kSet, std::move(k), std::move(v)};
+}
 StoreWrite clear(std::string k) { return {StoreWrite::Kind::kClear, std::move(k), {}}; }
 StoreWrite clear_range(std::string b, std::string e) {
   return {StoreWrite::Kind::kClearRange, std::move(b), std::move(e)};
@@ -110,13 +116,138 @@ TEST(MemoryEngine, AnOpenTransactionPinsItsVersionUntilReleased) {
   EXPECT_LE(raw->entry_count(), 2u);
 }
 
+// A real MemoryStore whose apply() waits at a gate, so commits pile up behind a batch in flight.
+class GatedStore final : public txn::VersionedStore {
+ public:
+  Version latest_version() const override { return inner_.latest_version(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override { return inner_.snapshot(); }
+  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++applies_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+    }
+    inner_.apply(version, writes);
+  }
+  void forget_before(Version version) override { inner_.forget_before(version); }
+  void wait_for_first_apply() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return applies_ > 0; });
+  }
+  void open_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  MemoryStore inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int applies_ = 0;
+  bool open_ = false;
+};
+
+TEST(Pipeline, CommitsArrivingDuringABatchAreGroupedIntoTheNextBatch) {
+  auto store = std::make_unique<GatedStore>();
+  GatedStore* gate = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "gated");
+  std::thread first([&] { db.run([](Transaction& tr) { tr.set("first", "1"); }); });
+  gate->wait_for_first_apply();  // batch 1 is in flight and blocked
+  const int kWaiting = 7;
+  std::vector<std::thread> others;
+  std::vector<std::string> stamps(kWaiting);
+  for (int i = 0; i < kWaiting; ++i) {
+    others.emplace_back([&, i] {
+      Transaction tr = db.create_transaction();
+      tr.set("k" + std::to_string(i), "v");
+      tr.set_versionstamped_value("vs" + std::to_string(i),
+                                  std::string(10, '\0') + std::string(4, '\0'));
+      tr.commit();
+      stamps[i] = tr.get_versionstamp();
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let them queue up
+  gate->open_gate();
+  first.join();
+  for (auto& t : others) t.join();
+  DatabaseStats stats = db.stats();
+  EXPECT_EQ(stats.commits, 1u + kWaiting);
+  EXPECT_LT(stats.commit_batches, stats.commits) << "queued commits share batches";
+  EXPECT_EQ(db.run([](Transaction& tr) { return tr.get_range("", "\xff"); }).size(),
+            1u + 2 * kWaiting);
+  // Transactions of one batch share the version (first 8 bytes) and differ in the order bytes.
+  std::set<std::string> unique(stamps.begin(), stamps.end());
+  EXPECT_EQ(unique.size(), static_cast<std::size_t>(kWaiting));
+  std::set<std::string> versions;
+  for (const std::string& s : stamps) versions.insert(s.substr(0, 8));
+  EXPECT_LT(versions.size(), static_cast<std::size_t>(kWaiting));
+  for (int i = 0; i < kWaiting; ++i) {
+    EXPECT_EQ(db.run([&](Transaction& tr) { return tr.get("vs" + std::to_string(i)); }), stamps[i]);
+  }
+}
+
+// A real MemoryStore that fails apply() with io_error while told to.
+class FailingStore final : public txn::VersionedStore {
+ public:
+  Version latest_version() const override { return inner_.latest_version(); }
+  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override { return inner_.snapshot(); }
+  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+    if (fail_.load()) throw Error(ErrorCode::kIoError, "injected: disk full");
+    inner_.apply(version, writes);
+  }
+  void forget_before(Version version) override { inner_.forget_before(version); }
+  std::atomic<bool> fail_{false};
+
+ private:
+  MemoryStore inner_;
+};
+
+TEST(Pipeline, StoreApplyErrorFailsTheBatchAndAppliesNothing) {
+  auto store = std::make_unique<FailingStore>();
+  FailingStore* raw = store.get();
+  Database db(txn::make_pipeline_engine(std::move(store), {}), "failing");
+  db.run([](Transaction& tr) { tr.set("a", "1"); });
+  raw->fail_ = true;
+  Transaction tr = db.create_transaction();
+  tr.set("a", "2");
+  try {
+    tr.commit();
+    FAIL() << "expected io_error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIoError);
+    EXPECT_FALSE(e.retryable());
+  }
+  raw->fail_ = false;
+  EXPECT_EQ(db.run([](Transaction& t) { return t.get("a"); }), "1");
+  db.run([](Transaction& t) { t.set("a", "3"); });
+  EXPECT_EQ(db.run([](Transaction& t) { return t.get("a"); }), "3");
+}
+
+TEST(Pipeline, ClosingTheDatabaseFailsPendingWatches) {
+  Watch w;
+  {
+    auto db = open("memory:");
+    Transaction tr = db->create_transaction();
+    w = tr.watch("k");
+    tr.commit();
+  }
+  try {
+    w.wait_for(std::chrono::seconds(5));
+    FAIL() << "expected operation_cancelled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOperationCancelled);
+  }
+}
+
 TEST(Pipeline, RejectsBadOptions) {
   EXPECT_THROW(txn::make_pipeline_engine(std::make_unique<MemoryStore>(),
                                          {.mvcc_window = std::chrono::milliseconds(0)}),
                Error);
-  EXPECT_THROW(txn::make_pipeline_engine(std::make_unique<MemoryStore>(),
-                                         {.max_batch_transactions = 0}),
-               Error);
+  EXPECT_THROW(
+      txn::make_pipeline_engine(std::make_unique<MemoryStore>(), {.max_batch_transactions = 0}),
+      Error);
   EXPECT_THROW(txn::make_pipeline_engine(nullptr, {}), Error);
 }
 

@@ -36,11 +36,11 @@ TEST(Open, MemoryAcceptsTheMvccWindowOption) {
 }
 
 TEST(Open, MalformedOrUnknownUrlsAreConnectionStringInvalid) {
-  for (const char* url : {"", "memory", ":memory", "bogus:", "MEMORY:", "memory:/path",
-                          "memory:?mvcc_window_ms=abc", "memory:?mvcc_window_ms=0",
-                          "memory:?mvcc_window_ms=-5", "memory:?unknown=1", "memory:?=1",
-                          "memory:?mvcc_window_ms", "memory:?mvcc_window_ms=1&mvcc_window_ms=2",
-                          "memory:?mvcc_window_ms=1&"}) {
+  for (const char* url :
+       {"", "memory", ":memory", "bogus:", "MEMORY:", "memory:/path", "memory:?mvcc_window_ms=abc",
+        "memory:?mvcc_window_ms=0", "memory:?mvcc_window_ms=-5", "memory:?unknown=1", "memory:?=1",
+        "memory:?mvcc_window_ms", "memory:?mvcc_window_ms=1&mvcc_window_ms=2",
+        "memory:?mvcc_window_ms=1&", "rocksdb:", "etcd:", "etcd://", "etcd:host:1"}) {
     EXPECT_EQ(open_error(url), ErrorCode::kConnectionStringInvalid) << url;
   }
 }

@@ -120,6 +120,13 @@ class PipelineEngine final : public engine::Engine,
     checker_.set_floor(base_version_);
   }
 
+  ~PipelineEngine() override {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    for (auto& [key, entry] : watches_) {
+      entry.state->fail(Error(ErrorCode::kOperationCancelled, "the database was closed"));
+    }
+  }
+
   std::unique_ptr<engine::Session> begin() override {
     return std::make_unique<PipelineSession>(shared_from_this());
   }

@@ -43,16 +43,30 @@ std::vector<ConflictChecker::Outcome> ConflictChecker::resolve(
 }
 
 bool ConflictChecker::intersects_newer(const std::string& begin, const std::string& end,
-                                       Version read_version) const {
+                                       Version read_version) {
+  // Writes recorded after read_version: the suffix of recorded_ (versions never decrease).
+  auto first_newer = std::upper_bound(recorded_.begin(), recorded_.end(), read_version,
+                                      [](Version v, const Recorded& r) { return v < r.version; });
+  const auto newer = static_cast<std::size_t>(recorded_.end() - first_newer);
+  if (newer == 0) return false;
+  // Walk the step function, within a budget.
+  std::size_t budget = 16 + 2 * newer;
   auto it = std::prev(steps_.upper_bound(begin));
   for (; it != steps_.end() && it->first < end; ++it) {
+    ++work_;
     if (it->second > read_version) return true;
+    if (--budget == 0) break;
+  }
+  if (budget != 0) return false;
+  // Too many segments: scan the writes after read_version instead.
+  for (auto r = first_newer; r != recorded_.end(); ++r) {
+    ++work_;
+    if (r->begin < end && begin < r->end) return true;
   }
   return false;
 }
 
-Version ConflictChecker::max_write_version(const std::string& begin,
-                                           const std::string& end) const {
+Version ConflictChecker::max_write_version(const std::string& begin, const std::string& end) const {
   Version best = 0;
   auto it = std::prev(steps_.upper_bound(begin));
   for (; it != steps_.end() && it->first < end; ++it) {
@@ -78,7 +92,7 @@ void ConflictChecker::record(const std::string& begin, const std::string& end, V
   }
   // Merge the end entry if it continues the same version.
   if (hi->second == version) steps_.erase(hi);
-  recorded_.emplace_back(version, begin);
+  recorded_.push_back({version, begin, end});
 }
 
 void ConflictChecker::set_floor(Version floor) {
@@ -88,8 +102,8 @@ void ConflictChecker::set_floor(Version floor) {
 }
 
 void ConflictChecker::collect_garbage() {
-  while (!recorded_.empty() && recorded_.front().first <= floor_) {
-    auto it = steps_.find(recorded_.front().second);
+  while (!recorded_.empty() && recorded_.front().version <= floor_) {
+    auto it = steps_.find(recorded_.front().begin);
     recorded_.pop_front();
     if (it == steps_.end() || it->second > floor_) continue;  // merged or rewritten since
     it->second = 0;

@@ -26,7 +26,8 @@ inline std::string atomic_add_bytes(const std::optional<std::string>& existing,
   std::string out(operand.size(), '\0');
   unsigned carry = 0;
   for (std::size_t i = 0; i < operand.size(); ++i) {
-    unsigned a = (existing && i < existing->size()) ? static_cast<unsigned char>((*existing)[i]) : 0;
+    unsigned a =
+        (existing && i < existing->size()) ? static_cast<unsigned char>((*existing)[i]) : 0;
     unsigned b = static_cast<unsigned char>(operand[i]);
     unsigned sum = a + b + carry;
     out[i] = static_cast<char>(sum & 0xff);

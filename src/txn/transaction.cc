@@ -51,8 +51,8 @@ void check_key(std::string_view key) {
 
 void check_value(std::size_t size) {
   if (size > kMaxValueSize) {
-    throw Error(ErrorCode::kValueTooLarge, "value of " + std::to_string(size) +
-                                               " bytes exceeds " + std::to_string(kMaxValueSize));
+    throw Error(ErrorCode::kValueTooLarge, "value of " + std::to_string(size) + " bytes exceeds " +
+                                               std::to_string(kMaxValueSize));
   }
 }
 
@@ -257,8 +257,8 @@ class TransactionState {
     check_value(value.size());
     const std::size_t delta = key_with_offset.size() + value.size() + 2 * key_size + 1;
     reserve(delta);
-    mutations_.push_back({MutationType::kSetVersionstampedKey, std::string(key_with_offset),
-                          std::string(value)});
+    mutations_.push_back(
+        {MutationType::kSetVersionstampedKey, std::string(key_with_offset), std::string(value)});
     size_ += delta;
   }
 
@@ -273,8 +273,8 @@ class TransactionState {
     w.kind = WriteKind::kStampedValue;
     w.value.clear();
     w.operands.clear();
-    mutations_.push_back({MutationType::kSetVersionstampedValue, std::string(key),
-                          std::string(value_with_offset)});
+    mutations_.push_back(
+        {MutationType::kSetVersionstampedValue, std::string(key), std::string(value_with_offset)});
     write_conflicts_.push_back({std::string(key), key_after(key)});
     size_ += delta;
   }
@@ -308,33 +308,31 @@ class TransactionState {
 
   void commit() {
     check_usable();
-    state_ = State::kFailed;  // until proven otherwise
-    if (mutations_.empty() && write_conflicts_.empty()) {
-      // Read-only: nothing to check (FoundationDB commits these trivially).
-      if (!watches_.empty()) {
-        std::vector<std::optional<std::string>> seen = watch_values();
-        Version v = session().read_version();
-        register_watches(seen, v);
-      }
-      committed_version_ = -1;
-      versionstamp_.clear();
-      state_ = State::kCommitted;
-      return;
-    }
-    if (size_ > kMaxTransactionSize) {
-      throw Error(ErrorCode::kTransactionTooLarge,
-                  "transaction of " + std::to_string(size_) + " bytes exceeds " +
-                      std::to_string(kMaxTransactionSize));
-    }
-    engine::CommitResult result;
+    state_ = State::kFailed;  // until the commit succeeds
     try {
+      if (mutations_.empty() && write_conflicts_.empty()) {
+        // Read-only: nothing to check (FoundationDB commits these trivially).
+        if (!watches_.empty()) {
+          std::vector<std::optional<std::string>> seen = watch_values();
+          register_watches(seen, session().read_version());
+        }
+        committed_version_ = -1;
+        versionstamp_.clear();
+        state_ = State::kCommitted;
+        return;
+      }
+      if (size_ > kMaxTransactionSize) {
+        throw Error(ErrorCode::kTransactionTooLarge, "transaction of " + std::to_string(size_) +
+                                                         " bytes exceeds " +
+                                                         std::to_string(kMaxTransactionSize));
+      }
       std::vector<std::optional<std::string>> seen = watch_values();
       engine::CommitRequest request;
       request.read_version = has_read_version_ ? session().read_version() : -1;
       request.read_conflicts = coalesce(std::move(read_conflicts_));
       request.write_conflicts = coalesce(std::move(write_conflicts_));
       request.mutations = std::move(mutations_);
-      result = session().commit(std::move(request));
+      engine::CommitResult result = session().commit(std::move(request));
       committed_version_ = result.version;
       versionstamp_ = std::move(result.versionstamp);
       state_ = State::kCommitted;
@@ -378,13 +376,14 @@ class TransactionState {
     if (options_.retry_limit >= 0 && retries_ >= options_.retry_limit) throw error;
     // Exponential back-off: 1 ms doubling up to max_retry_delay, jittered to [d/2, d].
     using std::chrono::microseconds;
-    const std::int64_t cap = std::chrono::duration_cast<microseconds>(options_.max_retry_delay).count();
+    const std::int64_t cap =
+        std::chrono::duration_cast<microseconds>(options_.max_retry_delay).count();
     std::int64_t delay = std::min<std::int64_t>(cap, std::int64_t{1000} << std::min(retries_, 20));
     if (delay > 0) {
       delay = delay / 2 + static_cast<std::int64_t>(random_u64() % (delay / 2 + 1));
       if (options_.timeout.count() > 0) {
-        auto remaining = std::chrono::duration_cast<microseconds>(
-            start_ + options_.timeout - std::chrono::steady_clock::now());
+        auto remaining = std::chrono::duration_cast<microseconds>(start_ + options_.timeout -
+                                                                  std::chrono::steady_clock::now());
         delay = std::max<std::int64_t>(0, std::min<std::int64_t>(delay, remaining.count()));
       }
       std::this_thread::sleep_for(microseconds(delay));
@@ -499,8 +498,8 @@ class TransactionState {
           cursor = std::move(seg_begin);
           continue;
         }
-        std::string seg_begin(has_c && begin < std::string_view(c->second) ? std::string_view(c->second)
-                                                                             : begin);
+        std::string seg_begin(
+            has_c && begin < std::string_view(c->second) ? std::string_view(c->second) : begin);
         while (!hit_limit && seg_begin < cursor) {
           const int n = need();
           std::vector<KeyValue> fetched = tr->store_range(seg_begin, cursor, n, true);
@@ -541,9 +540,9 @@ class TransactionState {
                   "the transaction's commit failed; call on_error() or reset() first");
     }
     if (timed_out()) {
-      throw Error(ErrorCode::kTransactionTimedOut,
-                  "the transaction passed its timeout of " +
-                      std::to_string(options_.timeout.count()) + " ms");
+      throw Error(ErrorCode::kTransactionTimedOut, "the transaction passed its timeout of " +
+                                                       std::to_string(options_.timeout.count()) +
+                                                       " ms");
     }
   }
 
@@ -555,8 +554,8 @@ class TransactionState {
   void reserve(std::size_t delta) const {
     if (size_ + delta > kMaxTransactionSize) {
       throw Error(ErrorCode::kTransactionTooLarge,
-                  "transaction would grow to " + std::to_string(size_ + delta) +
-                      " bytes, over " + std::to_string(kMaxTransactionSize));
+                  "transaction would grow to " + std::to_string(size_ + delta) + " bytes, over " +
+                      std::to_string(kMaxTransactionSize));
     }
   }
 
@@ -761,7 +760,9 @@ std::vector<KeyValue> Transaction::get_range(std::string_view begin, std::string
                                              RangeOptions options) {
   return live(state_).get_range(begin, end, options);
 }
-void Transaction::set(std::string_view key, std::string_view value) { live(state_).set(key, value); }
+void Transaction::set(std::string_view key, std::string_view value) {
+  live(state_).set(key, value);
+}
 void Transaction::clear(std::string_view key) { live(state_).clear(key); }
 void Transaction::clear_range(std::string_view begin, std::string_view end) {
   live(state_).clear_range(begin, end);

@@ -43,7 +43,8 @@ class VersionedStore {
   virtual Version latest_version() const = 0;
   // A snapshot at latest_version().
   virtual std::shared_ptr<const StoreSnapshot> snapshot() const = 0;
-  // Applies `writes`, in order, atomically, at `version` (> latest_version()). When it returns the
+  // Applies `writes`, in order, atomically, at `version` (> latest_version()); `writes` may be
+  // empty (a batch whose transactions only added write-conflict ranges). When it returns the
   // batch is as durable as the store promises (RocksDB: WAL synced unless sync is off). Throws
   // kvq::Error (io_error, database_full) with nothing applied.
   virtual void apply(Version version, const std::vector<StoreWrite>& writes) = 0;

@@ -42,8 +42,8 @@ std::string pipeline_query(const EngineOptions& options) {
 
 std::string fresh_temp_dir(const std::string& prefix) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + prefix +
-                     "-XXXXXX";
+  std::string tmpl =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + prefix + "-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
   registry().add(tmpl);
   return tmpl;
