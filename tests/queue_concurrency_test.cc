@@ -1,7 +1,7 @@
 // Real threads on one shared Queue / PriorityQueue; the whole history is checked afterwards with
 // tools/kvq/history.h (no loss, no duplicate, FIFO and priority promises, no wrong "empty").
-// Sizes: KVQ_TEST_ITEMS (default 50000 items in total per test) and KVQ_TEST_CLIENTS (default 16);
-// TSan runs set KVQ_TEST_ITEMS lower to stay within a minute.
+// Sizes: KVQ_TEST_ITEMS (default 50,000 items in total per test; 8,000 in sanitizer builds) and
+// KVQ_TEST_CLIENTS (default 16).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -35,7 +35,7 @@ std::vector<T> flatten(std::vector<std::vector<T>>& vv) {
 
 class ConcurrencyTest : public LayerTest {
  protected:
-  int items() const { return static_cast<int>(env_int("KVQ_TEST_ITEMS", 50000)); }
+  int items() const { return static_cast<int>(testing::test_items()); }
   int clients() const { return static_cast<int>(env_int("KVQ_TEST_CLIENTS", 16)); }
 };
 
@@ -144,7 +144,7 @@ TEST_P(TimeoutTest, PoppersTimingOutUnderContentionLoseNothing) {
   PriorityQueueOptions o;
   o.high_contention = true;
   PriorityQueue pq(db_, space_, o);
-  const int n = static_cast<int>(env_int("KVQ_TEST_ITEMS", 50000) / 5);
+  const int n = static_cast<int>(testing::test_items() / 5);
   const int producers = 4, poppers = static_cast<int>(env_int("KVQ_TEST_CLIENTS", 16));
   std::vector<std::vector<history::Push>> pushes(producers);
   std::vector<std::vector<history::Pop>> pops(poppers + 1);

@@ -48,7 +48,7 @@ TEST_P(FaultTest, RetriesAfterUnknownResultNeitherDuplicateNorLoseItems) {
   PriorityQueue pq(db, space, po);
   const bool prio = GetParam().priority;
 
-  const int n = static_cast<int>(testing::env_int("KVQ_TEST_ITEMS", 50000) / 10);
+  const int n = static_cast<int>(testing::test_items() / 10);
   const int producers = 4, consumers = 4;
   std::vector<std::vector<history::Push>> pushes(producers);
   std::vector<std::vector<history::Pop>> pops(consumers + 1);

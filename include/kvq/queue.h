@@ -38,8 +38,8 @@ class ItemStore;
 
 // Options of the high-contention pop machinery, shared by Queue and PriorityQueue.
 struct HighContentionOptions {
-  // Pop requests one fulfilling transaction serves at most. Default: 32.
-  int batch_size = 32;
+  // Pop requests one fulfilling transaction serves at most. Default: 128.
+  int batch_size = 128;
   // How long the fulfiller lease (the one popper that fulfils requests) lasts without renewal; a
   // waiter whose fulfiller vanished takes over after this. Default: 100 ms.
   std::chrono::milliseconds lease{100};

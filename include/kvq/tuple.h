@@ -1,8 +1,9 @@
 // kvq/tuple.h: FoundationDB's tuple layer, byte for byte (apple/foundationdb design/tuple.md).
 //
-// A Tuple is an ordered list of typed elements. pack() turns it into bytes whose lexicographic order
-// is the tuple order, so tuples make good keys: ("P", 3, 7) sorts between ("P", 3) and ("P", 4).
-// The bytes are exactly FoundationDB's, so any FDB binding's tuple decoder reads kvq keys.
+// A Tuple is an ordered list of typed elements. pack() turns it into bytes whose lexicographic
+// order is the tuple order, so tuples make good keys: ("P", 3, 7) sorts between ("P", 3) and
+// ("P", 4). The bytes are exactly FoundationDB's, so any FDB binding's tuple decoder reads kvq
+// keys.
 //
 // Example:
 //   kvq::Tuple t;
@@ -14,6 +15,9 @@
 //
 // Errors: unpack of malformed bytes and typed getters of the wrong type throw kvq::Error with code
 // invalid_tuple and a message saying what and at which offset.
+//
+// Thread safety: a Tuple is a value; const methods may be called concurrently, mutation needs
+// external synchronisation. Details of the encoding and error cases: docs/tuple.md.
 #ifndef KVQ_TUPLE_H_
 #define KVQ_TUPLE_H_
 
@@ -66,9 +70,10 @@ struct Versionstamp {
 
 class Tuple;
 
-// An integer beyond the 64-bit range (FoundationDB's big-integer forms 0x0b and 0x1d): sign and
-// big-endian magnitude without leading zero bytes. Integers that fit in int64 or uint64 are always
-// represented as int64_t / uint64_t elements, never as BigInt.
+// An integer outside [INT64_MIN, UINT64_MAX]: sign and big-endian magnitude without leading zero
+// bytes. Magnitudes of 9..255 bytes use FoundationDB's big-integer forms 0x0b / 0x1d; negatives in
+// [-(2^64-1), INT64_MIN-1] are 8-byte magnitudes in the ordinary 0x0c form. Integers that fit in
+// int64 or uint64 are always int64_t / uint64_t elements, never BigInt (append() normalises).
 struct BigInt {
   bool negative = false;
   std::string magnitude;  // big-endian, no leading zeros, at most 255 bytes
@@ -100,7 +105,9 @@ class Tuple {
   Tuple& append(unsigned long v);
   Tuple& append(long long v);
   Tuple& append(unsigned long long v);
-  Tuple& append(const BigInt& v);  // normalised: a value that fits 64 bits is stored as such
+  // Normalised: leading zero bytes dropped, a value that fits int64/uint64 is stored as such.
+  // Throws invalid_tuple if the magnitude needs more than 255 bytes.
+  Tuple& append(const BigInt& v);
   Tuple& append(float v);
   Tuple& append(double v);
   Tuple& append(const Uuid& v);
@@ -112,8 +119,8 @@ class Tuple {
   // The FoundationDB encoding. Throws invalid_tuple if the tuple holds an incomplete versionstamp
   // (use pack_with_versionstamp).
   std::string pack() const;
-  // Appends the encoding of pack() to `out` (no allocation if `out` has room). Same throws as pack();
-  // on a throw `out` may hold part of the encoding.
+  // Appends the encoding of pack() to `out` (no allocation if `out` has room). Same throws as
+  // pack(); on a throw `out` may hold part of the encoding.
   void pack_into(std::string& out) const;
   // For Transaction::set_versionstamped_key: the encoding followed by the 4-byte little-endian
   // offset of the one incomplete versionstamp's 10-byte placeholder, `prefix` prepended and
@@ -121,19 +128,22 @@ class Tuple {
   // the tuple (nested ones count).
   std::string pack_with_versionstamp(std::string_view prefix = {}) const;
   // Decodes FoundationDB tuple bytes. Throws invalid_tuple for malformed input (truncated data,
-  // missing terminators, unknown type codes, non-canonical integers, invalid UTF-8 in strings).
+  // missing terminators, unknown or deprecated type codes, non-canonical integers, invalid UTF-8 in
+  // strings, nesting deeper than 256). Every accepted input is canonical: packing the result gives
+  // the same bytes. All-0xff versionstamp bytes decode as an incomplete versionstamp.
   static Tuple unpack(std::string_view packed);
 
   std::size_t size() const { return elements_.size(); }
   bool empty() const { return elements_.empty(); }
-  const TupleElement& operator[](std::size_t i) const { return elements_.at(i); }
+  // Element i. Throws invalid_tuple if i >= size().
+  const TupleElement& operator[](std::size_t i) const;
   const std::vector<TupleElement>& elements() const { return elements_; }
 
   // Typed getters: throw invalid_tuple if index i is out of range or of another type.
-  std::int64_t get_int(std::size_t i) const;  // int64 elements (and uint64 <= INT64_MAX: never)
+  std::int64_t get_int(std::size_t i) const;    // int64 elements (and uint64 <= INT64_MAX: never)
   std::uint64_t get_uint(std::size_t i) const;  // non-negative int64 or uint64 elements
   std::string get_string(std::size_t i) const;  // 0x02 strings
-  Bytes get_bytes(std::size_t i) const;  // 0x01 byte strings
+  Bytes get_bytes(std::size_t i) const;         // 0x01 byte strings
   float get_float(std::size_t i) const;
   double get_double(std::size_t i) const;
   bool get_bool(std::size_t i) const;
@@ -143,10 +153,14 @@ class Tuple {
   Tuple get_tuple(std::size_t i) const;
 
   // A readable form like FoundationDB's Python repr: ("P", 3, b"\x01", 1.5, true, None).
+  // One element: (1,). Strings "..." (UTF-8 kept, control bytes \xNN), byte strings b"...",
+  // floats with an f suffix (1.5f), UUID("..."), Versionstamp(<20 hex digits>|incomplete, user).
   std::string to_string() const;
 
+  // Equal iff the encodings are equal (so 0.0 != -0.0, a NaN equals a NaN with the same bits).
   friend bool operator==(const Tuple& a, const Tuple& b);
-  // Tuple order: the order of the packed bytes (FoundationDB's ordering across types).
+  // Tuple order: the order of the packed bytes (FoundationDB's ordering across types). Works for
+  // tuples holding incomplete versionstamps too (their placeholder bytes are all 0xff).
   friend std::strong_ordering operator<=>(const Tuple& a, const Tuple& b);
 
  private:

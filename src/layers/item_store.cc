@@ -18,7 +18,9 @@ constexpr char kWaiting = '\x00';
 constexpr char kDelivered = '\x01';
 constexpr char kEmpty = '\x02';
 constexpr char kBaton = '\x03';
+constexpr char kDeliveredInRes = '\x04';  // delivered; the value (too big to inline) is in res
 constexpr std::size_t kRandomSize = 20;  // as the recipes' os.urandom(20)
+constexpr std::int64_t kFreeLeaseGraceMs = 2;
 
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -50,14 +52,38 @@ bool is_waiting(const std::optional<std::string>& slot) {
 
 std::atomic<std::uint64_t> next_store_id{1};
 
-// The marker of the last push each thread made through each store: cleared by that thread's next
-// push through the same store, so live clients keep one marker each.
-std::unordered_map<std::uint64_t, std::string>& last_markers() {
-  thread_local std::unordered_map<std::uint64_t, std::string> markers;
-  return markers;
+// What each thread's last operation on each store left behind: its idempotency marker and the
+// slot of its last high-contention pop. The thread's next operation on the same store clears
+// them (blind clears, no conflicts), so live clients keep at most one of each.
+struct Leftovers {
+  std::string marker;
+  std::string slot;
+};
+Leftovers& leftovers(std::uint64_t store_id) {
+  thread_local std::unordered_map<std::uint64_t, Leftovers> map;
+  return map[store_id];
+}
+
+void clear_leftovers(Transaction& tr, const Leftovers& l) {
+  if (!l.marker.empty()) tr.clear(l.marker);
+  if (!l.slot.empty()) tr.clear(l.slot);
+}
+
+std::string big_endian64(std::int64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    out[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
 }
 
 }  // namespace
+
+ContentionStats& contention_stats() {
+  static ContentionStats stats;
+  return stats;
+}
 
 std::string random_bytes(std::size_t n) {
   std::string out(n, '\0');
@@ -76,7 +102,9 @@ struct ItemStore::Request {
 };
 
 struct ItemStore::BatchResult {
-  enum Kind { kNoRequests, kServedOthers, kMineServed, kNotLeader } kind = kNoRequests;
+  enum Kind { kNoRequests, kServedOthers, kMineServed, kMineTaken, kNotLeader } kind = kNoRequests;
+  std::optional<std::string> value;  // kMineTaken: what the leader popped for itself
+  std::uint64_t served = 0;          // requests answered
 };
 
 ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, ItemStoreOptions options,
@@ -101,6 +129,7 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, ItemStoreO
   items_end_ = subspace_.key() + '\x1d';
   size_key_ = control_.pack(Tuple().append("size"));
   lease_key_ = control_.pack(Tuple().append("lease"));
+  waiting_key_ = control_.pack(Tuple().append("waiting"));
   KeyRange reqs = control_.range(Tuple().append("req"));
   req_begin_ = reqs.begin;
   req_end_ = reqs.end;
@@ -151,16 +180,24 @@ std::string ItemStore::new_marker() const {
 // sweeps markers older than marker_ttl (left by clients that went away).
 void ItemStore::write_marker(Transaction& tr, const std::string& marker) {
   tr.set(marker, "");
-  const std::string& previous = last_markers()[store_id_];
-  if (!previous.empty()) tr.clear(previous);
+  clear_leftovers(tr, leftovers(store_id_));
   if (rng()() % 64 == 0) {
-    tr.clear_range(marker_prefix_ + '\x00',
-                   control_.pack(Tuple().append("mark").append(
-                       now_ms() - static_cast<std::int64_t>(options_.marker_ttl.count()))));
+    // Leftovers of clients that went away: markers and pop slots older than marker_ttl (slot ids
+    // start with their creation time, big-endian, so they sort by age).
+    const std::int64_t cut = now_ms() - static_cast<std::int64_t>(options_.marker_ttl.count());
+    tr.clear_range(marker_prefix_ + '\x00', control_.pack(Tuple().append("mark").append(cut)));
+    for (const char* kind : {"slot", "res"}) {
+      tr.clear_range(control_.pack(Tuple().append(kind)) + '\x00',
+                     control_.pack(Tuple().append(kind).append(Bytes(big_endian64(cut)))));
+    }
   }
 }
 
-void ItemStore::remember_marker(const std::string& marker) { last_markers()[store_id_] = marker; }
+void ItemStore::remember_marker(const std::string& marker) {
+  Leftovers& l = leftovers(store_id_);
+  l.marker = marker;
+  l.slot.clear();
+}
 
 template <typename F>
 auto ItemStore::run_once(F&& body, const TransactionOptions& topts)
@@ -263,8 +300,10 @@ std::optional<std::string> ItemStore::pop_fast(Side side, bool* staged) {
   Transaction tr = db_->create_transaction();
   std::optional<std::string> v;
   try {
-    auto waiting = tr.get_range(req_begin_, req_end_, {.limit = 1});
-    if (!waiting.empty()) return std::nullopt;
+    // A point read of the waiting-request count (not a scan of the request range); it conflicts
+    // with every registration and fulfilment, like a read of the whole range would.
+    auto waiting = tr.get(waiting_key_);
+    if (waiting && decode_le64(*waiting) != 0) return std::nullopt;
     v = pop_plain(tr, side);
     write_marker(tr, marker);
     tr.commit();
@@ -286,7 +325,8 @@ std::optional<std::string> ItemStore::pop_fast(Side side, bool* staged) {
 }
 
 std::string ItemStore::register_request(Side side) {
-  const std::string id = random_bytes(kRandomSize);
+  // The id starts with the creation time so that abandoned slots can be swept by age.
+  const std::string id = big_endian64(now_ms()) + random_bytes(kRandomSize - 8);
   const std::string slot = slot_key(id);
   const std::string req =
       control_.pack_with_versionstamp(Tuple().append("req").append(Versionstamp::incomplete()));
@@ -299,10 +339,16 @@ std::string ItemStore::register_request(Side side) {
   bool maybe_done = false;
   for (;;) {
     try {
-      if (maybe_done && tr.get(slot)) return id;
+      if (maybe_done && tr.get(slot)) {
+        leftovers(store_id_) = Leftovers{};
+        return id;
+      }
       tr.set_versionstamped_key(req, value);
+      tr.atomic_add(waiting_key_, std::int64_t{1});
       tr.set_versionstamped_value(slot, slot_value);
+      clear_leftovers(tr, leftovers(store_id_));
       tr.commit();
+      leftovers(store_id_) = Leftovers{};
       return id;
     } catch (const Error& e) {
       if (e.maybe_committed()) maybe_done = true;
@@ -315,7 +361,8 @@ std::string ItemStore::register_request(Side side) {
 // popper's id) the batch runs under the fulfiller lease: it only proceeds if the lease is free,
 // expired, ours, or handed to us (baton), renews it, and hands it on once our own request is
 // served. Without `me` (composed pops, clear) the lease is ignored.
-ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::string* me) {
+ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::string* me,
+                                               bool hand_off_newest) {
   BatchResult result;
   const std::int64_t now = now_ms();
   const auto& hc = options_.contention;
@@ -336,22 +383,29 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
       return result;
     }
   }
-  auto raw = tr.get_range(req_begin_, req_end_, {.limit = hc.batch_size + 1});
+  // A snapshot read plus read conflicts on exactly the requests this batch answers: requests
+  // registered meanwhile (appended at the end of the range) do not make the batch conflict.
+  // Deciding that no request is left (to free the lease) does take a conflict on the whole range.
+  auto raw = tr.get_range(req_begin_, req_end_, {.limit = hc.batch_size + 1, .snapshot = true});
   if (raw.empty()) {
+    tr.add_read_conflict_range(req_begin_, req_end_);
     if (me) tr.clear(lease_key_);
     result.kind = BatchResult::kNoRequests;
     return result;
   }
   std::vector<Request> reqs;
   reqs.reserve(raw.size());
-  int n_front = 0, n_back = 0;
-  for (std::size_t i = 0; i < raw.size(); ++i) {
-    Tuple v = Tuple::unpack(raw[i].value);
-    Request r{raw[i].key, v.get_bytes(0).data, static_cast<Side>(v.get_int(1))};
-    if (i < static_cast<std::size_t>(hc.batch_size)) (r.side == Side::kFront ? n_front : n_back)++;
-    reqs.push_back(std::move(r));
+  for (const auto& kv : raw) {
+    Tuple v = Tuple::unpack(kv.value);
+    reqs.push_back({kv.key, v.get_bytes(0).data, static_cast<Side>(v.get_int(1))});
   }
-  const std::size_t n = std::min<std::size_t>(reqs.size(), hc.batch_size);
+  std::size_t n = std::min<std::size_t>(reqs.size(), hc.batch_size);
+  // Serving every request would free the lease, which conflicts with any registration made
+  // meanwhile. After such a conflict, leave the newest request unserved and hand it the lease
+  // instead, so that a steady stream of registrations cannot starve the fulfiller.
+  if (me && hand_off_newest && reqs.size() <= n && n >= 2) --n;
+  int n_front = 0, n_back = 0;
+  for (std::size_t i = 0; i < n; ++i) (reqs[i].side == Side::kFront ? n_front : n_back)++;
   std::vector<KeyValue> front, back;
   if (n_front > 0) front = tr.get_range(items_begin_, items_end_, {.limit = n_front});
   if (n_back > 0) back = tr.get_range(items_begin_, items_end_, {.limit = n_back, .reverse = true});
@@ -362,22 +416,35 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
   for (std::size_t i = 0; i < n; ++i) {
     const Request& r = reqs[i];
     const std::string slot = slot_key(r.id);
+    tr.add_read_conflict_key(r.key);
     tr.clear(r.key);
+    tr.atomic_add(waiting_key_, std::int64_t{-1});
     if (!is_waiting(tr.get(slot))) continue;  // stale request (cannot happen; defensive)
+    ++result.served;
     std::vector<KeyValue>& list = r.side == Side::kFront ? front : back;
     std::size_t& idx = r.side == Side::kFront ? fi : bi;
     while (idx < list.size() && used.count(list[idx].key)) ++idx;
+    const bool mine = me && r.id == *me;
+    if (mine) mine_served = true;
     if (idx < list.size()) {
       const KeyValue& item = list[idx++];
       used.insert(item.key);
       tr.clear(item.key);
-      tr.set(res_key(r.id), item.value);
-      tr.set(slot, std::string(1, kDelivered));
       ++taken;
+      if (mine) {
+        tr.clear(slot);  // the leader takes its own item directly
+        result.value = item.value;
+      } else if (item.value.size() < kMaxValueSize) {
+        tr.set(slot, std::string(1, kDelivered) + item.value);
+      } else {
+        tr.set(res_key(r.id), item.value);
+        tr.set(slot, std::string(1, kDeliveredInRes));
+      }
+    } else if (mine) {
+      tr.clear(slot);
     } else {
       tr.set(slot, std::string(1, kEmpty));
     }
-    if (me && r.id == *me) mine_served = true;
   }
   if (taken > 0) tr.atomic_add(size_key_, -taken);
   if (me) {
@@ -393,8 +460,11 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
           handed = true;
         }
       }
-      if (!handed) tr.clear(lease_key_);
-      result.kind = BatchResult::kMineServed;
+      if (!handed) {
+        if (reqs.size() <= n) tr.add_read_conflict_range(req_begin_, req_end_);
+        tr.clear(lease_key_);
+      }
+      result.kind = BatchResult::kMineTaken;
     } else {
       tr.set(lease_key_, Tuple().append(Bytes(*me)).append(now + hc.lease.count()).pack());
       result.kind = BatchResult::kServedOthers;
@@ -407,7 +477,7 @@ ItemStore::BatchResult ItemStore::fulfil_batch(Transaction& tr, const std::strin
 
 void ItemStore::serve_all(Transaction& tr) {
   bool served = false;
-  while (fulfil_batch(tr, nullptr).kind != BatchResult::kNoRequests) served = true;
+  while (fulfil_batch(tr, nullptr, false).kind != BatchResult::kNoRequests) served = true;
   if (served) tr.clear(lease_key_);
 }
 
@@ -450,6 +520,9 @@ std::optional<std::string> ItemStore::cancel_request(const std::string& me, bool
       seen.reset();
       seen_delivered = false;
       if ((*s)[0] == kDelivered) {
+        seen = s->substr(1);
+        seen_delivered = true;
+      } else if ((*s)[0] == kDeliveredInRes) {
         seen = tr.get(res);
         if (!seen) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
         seen_delivered = true;
@@ -459,6 +532,7 @@ std::optional<std::string> ItemStore::cancel_request(const std::string& me, bool
       } else {
         if (s->size() != 11) throw Error(ErrorCode::kCorruption, "queue: bad pop slot");
         tr.clear(req_key(s->substr(1)));
+        tr.atomic_add(waiting_key_, std::int64_t{-1});
         auto lease = tr.get(lease_key_);
         if ((*s)[0] == kBaton ||
             (lease && Tuple::unpack(*lease).get_bytes(0).data == me)) {
@@ -482,27 +556,38 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
       timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
   bool staged = false;
   auto fast = pop_fast(side, &staged);
-  if (!staged) return fast;
+  ContentionStats& stats = contention_stats();
+  if (!staged) {
+    stats.fast_pops.fetch_add(1, std::memory_order_relaxed);
+    return fast;
+  }
+  stats.staged_pops.fetch_add(1, std::memory_order_relaxed);
   const std::string me = register_request(side);
   const std::string slot = slot_key(me);
   const std::string res = res_key(me);
   std::optional<std::string> taken;  // value read by a consume attempt that may have committed
   bool maybe_consumed = false;
+  bool waited_for_free_lease = false;
   for (;;) {
     Transaction tr = db_->create_transaction();
     try {
       auto s = tr.get(slot);
       if (!s || s->empty()) {
         if (maybe_consumed) return taken;
-        throw Error(ErrorCode::kInternalError, "queue: pop request vanished");
+        // Only the age sweep removes a slot its popper did not: a pop older than marker_ttl.
+        throw Error(ErrorCode::kTimedOut, "queue: pop request expired (older than marker_ttl)");
       }
       if ((*s)[0] == kDelivered || (*s)[0] == kEmpty) {
-        taken.reset();
-        if ((*s)[0] == kDelivered) {
-          taken = tr.get(res);
-          if (!taken) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
-          tr.clear(res);
-        }
+        // Ours alone from here on: nobody but this popper touches a delivered slot. It is left for
+        // this thread's next operation to clear (or the age sweep), saving a commit per pop.
+        leftovers(store_id_).slot = slot;
+        if ((*s)[0] == kEmpty) return std::nullopt;
+        return s->substr(1);
+      }
+      if ((*s)[0] == kDeliveredInRes) {
+        taken = tr.get(res);
+        if (!taken) throw Error(ErrorCode::kInternalError, "queue: delivered result missing");
+        tr.clear(res);
         tr.clear(slot);
         try {
           tr.commit();
@@ -520,33 +605,63 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
       }
       auto lease = tr.get(lease_key_, /*snapshot=*/true);
       std::int64_t lease_left_ms = 0;
-      bool lead = (*s)[0] == kBaton || !lease;
+      bool lead = (*s)[0] == kBaton;
       if (lease) {
         Tuple l = Tuple::unpack(*lease);
         lease_left_ms = l.get_int(1) - now_ms();
         lead = lead || l.get_bytes(0).data == me || lease_left_ms < 0;
+      } else if (!lead) {
+        // No fulfiller: the popper with the oldest request takes the lease, the others give it a
+        // moment (kFreeLeaseGraceMs, still woken at once by their watch) before competing for
+        // it, so that would-be fulfillers do not all conflict with each other.
+        auto oldest = tr.get_range(req_begin_, req_end_, {.limit = 1, .snapshot = true});
+        lead = oldest.empty() || waited_for_free_lease ||
+               Tuple::unpack(oldest[0].value).get_bytes(0).data == me;
+        if (!lead) {
+          waited_for_free_lease = true;
+          lease_left_ms = kFreeLeaseGraceMs;
+        }
       }
       if (lead) {
+        tr.reset();
         // Fulfil batches until our own request is served or another popper holds the lease.
+        bool hand_off_newest = false;
         for (;;) {
           if (Clock::now() >= deadline) break;
           Transaction ftr = db_->create_transaction();
           BatchResult r;
           try {
-            r = fulfil_batch(ftr, &me);
+            r = fulfil_batch(ftr, &me, hand_off_newest);
             ftr.commit();
+            hand_off_newest = false;
+            if (r.kind == BatchResult::kServedOthers || r.kind == BatchResult::kMineTaken) {
+              stats.batches.fetch_add(1, std::memory_order_relaxed);
+              stats.served.fetch_add(r.served, std::memory_order_relaxed);
+            }
           } catch (const Error& e) {
             if (!e.retryable()) throw;
-            if (e.maybe_committed()) break;  // re-read our slot from scratch
+            stats.batch_conflicts.fetch_add(1, std::memory_order_relaxed);
+            if (e.maybe_committed()) {
+              // Re-read our slot from scratch; if it is gone, this attempt took our item.
+              if (r.kind == BatchResult::kMineTaken) {
+                maybe_consumed = true;
+                taken = r.value;
+              }
+              break;
+            }
+            hand_off_newest = true;
             ftr.on_error(e);
             continue;
           }
+          if (r.kind == BatchResult::kMineTaken) return r.value;
           if (r.kind != BatchResult::kServedOthers) break;
         }
         continue;
       }
+      stats.watch_waits.fetch_add(1, std::memory_order_relaxed);
       Watch w = tr.watch(slot);
       tr.commit();
+      tr.reset();  // release the read version while waiting (it pins MVCC garbage collection)
       auto wait = std::chrono::milliseconds(std::max<std::int64_t>(lease_left_ms + 1, 1));
       if (deadline != Clock::time_point::max()) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

@@ -5,10 +5,12 @@
 // High-contention pops (docs/queues.md has the long form):
 //   ("kvq", "req", versionstamp)  = (random_id, side)   a waiting pop, ordered by registration commit
 //   ("kvq", "slot", random_id)    = state byte [+ 10-byte versionstamp of the request]
-//        \x00 waiting, \x03 waiting and holding the fulfiller baton, \x01 delivered, \x02 empty
-//   ("kvq", "res", random_id)     = the delivered item's value (while slot is \x01)
+//        \x00 waiting, \x03 waiting and holding the fulfiller baton, \x01 + value delivered,
+//        \x04 delivered with the value in res (values too big to inline), \x02 empty
+//   ("kvq", "res", random_id)     = the delivered item's value (while slot is \x04)
 //   ("kvq", "lease")              = (holder random_id, expiry unix ms): the one current fulfiller
 //   ("kvq", "size")               = 8-byte little-endian item count (atomic_add)
+//   ("kvq", "waiting")            = 8-byte little-endian count of waiting requests (atomic_add)
 //   ("kvq", "mark", unix_ms, random) = ""   idempotency marker of a push or pop
 #ifndef KVQ_SRC_LAYERS_ITEM_STORE_H_
 #define KVQ_SRC_LAYERS_ITEM_STORE_H_
@@ -35,6 +37,17 @@ struct ItemStoreOptions {
   std::chrono::milliseconds pop_timeout{0};
   std::chrono::milliseconds marker_ttl{600'000};
 };
+
+// Process-wide counters of the high-contention machinery, for `kvq bench` (monotonic).
+struct ContentionStats {
+  std::atomic<std::uint64_t> fast_pops{0};        // pops done by the fast path
+  std::atomic<std::uint64_t> staged_pops{0};      // pops that registered a request
+  std::atomic<std::uint64_t> batches{0};          // committed fulfilment transactions (leased)
+  std::atomic<std::uint64_t> batch_conflicts{0};  // fulfilment transactions that failed to commit
+  std::atomic<std::uint64_t> served{0};           // requests answered by leased batches
+  std::atomic<std::uint64_t> watch_waits{0};      // waits on a slot watch
+};
+ContentionStats& contention_stats();
 
 // `random_bytes(n)`: n bytes from a per-thread PRNG seeded from std::random_device.
 std::string random_bytes(std::size_t n);
@@ -73,7 +86,7 @@ class ItemStore {
   std::optional<std::string> pop_staged(Side side, std::chrono::milliseconds timeout);
   std::optional<std::string> pop_fast(Side side, bool* staged);
   std::string register_request(Side side);
-  BatchResult fulfil_batch(Transaction& tr, const std::string* me);
+  BatchResult fulfil_batch(Transaction& tr, const std::string* me, bool hand_off_newest);
   // Serves every waiting request inside `tr` (no lease); clears the lease afterwards.
   void serve_all(Transaction& tr);
   std::optional<std::string> cancel_request(const std::string& me, bool* delivered);
@@ -99,7 +112,7 @@ class ItemStore {
   ItemStoreOptions options_;
   bool prioritized_;
   std::string items_begin_, items_end_;
-  std::string size_key_, lease_key_;
+  std::string size_key_, lease_key_, waiting_key_;
   std::string req_begin_, req_end_;
   std::string marker_prefix_;
   std::uint64_t store_id_;

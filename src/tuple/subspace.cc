@@ -36,9 +36,7 @@ Subspace Subspace::from_raw_prefix(std::string_view raw_prefix) {
 }
 
 std::string Subspace::pack(const Tuple& t) const {
-  std::string out;
-  out.reserve(prefix_.size() + 32);
-  out.append(prefix_);
+  std::string out(prefix_);  // pack_into reserves the rest once
   t.pack_into(out);
   return out;
 }

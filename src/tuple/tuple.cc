@@ -18,7 +18,7 @@ constexpr std::uint8_t kStringCode = 0x02;
 constexpr std::uint8_t kNestedCode = 0x05;
 constexpr std::uint8_t kNegIntStart = 0x0b;  // negative integers of 9..255 bytes
 constexpr std::uint8_t kIntZeroCode = 0x14;
-constexpr std::uint8_t kPosIntEnd = 0x1d;    // positive integers of 9..255 bytes
+constexpr std::uint8_t kPosIntEnd = 0x1d;  // positive integers of 9..255 bytes
 constexpr std::uint8_t kFloatCode = 0x20;
 constexpr std::uint8_t kDoubleCode = 0x21;
 constexpr std::uint8_t kFalseCode = 0x26;
@@ -99,21 +99,44 @@ inline float FloatFromKey(std::uint32_t key) {
   return std::bit_cast<float>((key & 0x80000000u) ? (key ^ 0x80000000u) : ~key);
 }
 inline double DoubleFromKey(std::uint64_t key) {
-  return std::bit_cast<double>((key & 0x8000000000000000ull) ? (key ^ 0x8000000000000000ull) : ~key);
+  return std::bit_cast<double>((key & 0x8000000000000000ull) ? (key ^ 0x8000000000000000ull)
+                                                             : ~key);
 }
+
+static_assert(std::is_same_v<std::variant_alternative_t<1, TupleElement>, Bytes> &&
+                  std::is_same_v<std::variant_alternative_t<2, TupleElement>, std::string> &&
+                  std::is_same_v<std::variant_alternative_t<5, TupleElement>, BigInt> &&
+                  std::is_same_v<std::variant_alternative_t<9, TupleElement>, Uuid> &&
+                  std::is_same_v<std::variant_alternative_t<10, TupleElement>, Versionstamp> &&
+                  std::is_same_v<std::variant_alternative_t<11, TupleElement>, Tuple>,
+              "EstimateSize switches on these alternative indices");
 
 // Upper bound-ish size of the encoding (exact except for escaped zero bytes), for reserve().
 std::size_t EstimateSize(const std::vector<TupleElement>& elements) {
   std::size_t n = 0;
   for (const TupleElement& e : elements) {
     switch (e.index()) {
-      case 1: n += std::get<Bytes>(e).data.size() + 2; break;
-      case 2: n += std::get<std::string>(e).size() + 2; break;
-      case 5: n += std::get<BigInt>(e).magnitude.size() + 2; break;
-      case 9: n += 17; break;
-      case 10: n += 13; break;
-      case 11: n += EstimateSize(std::get<Tuple>(e).elements()) + 2; break;
-      default: n += 9; break;
+      case 1:
+        n += std::get<Bytes>(e).data.size() + 2;
+        break;
+      case 2:
+        n += std::get<std::string>(e).size() + 2;
+        break;
+      case 5:
+        n += std::get<BigInt>(e).magnitude.size() + 2;
+        break;
+      case 9:
+        n += 17;
+        break;
+      case 10:
+        n += 13;
+        break;
+      case 11:
+        n += EstimateSize(std::get<Tuple>(e).elements()) + 2;
+        break;
+      default:
+        n += 9;
+        break;
     }
   }
   return n;
@@ -121,7 +144,8 @@ std::size_t EstimateSize(const std::vector<TupleElement>& elements) {
 
 class Encoder {
  public:
-  Encoder(std::string& out, bool allow_incomplete) : out_(out), allow_incomplete_(allow_incomplete) {}
+  Encoder(std::string& out, bool allow_incomplete)
+      : out_(out), allow_incomplete_(allow_incomplete) {}
 
   void EncodeElements(const std::vector<TupleElement>& elements, bool nested) {
     for (const TupleElement& e : elements) EncodeElement(e, nested);
@@ -386,7 +410,8 @@ std::strong_ordering CompareElements(const TupleElement& a, const TupleElement& 
 template <typename T>
 const T& GetAs(const std::vector<TupleElement>& elements, std::size_t i, const char* type) {
   if (i >= elements.size()) {
-    Fail("index " + std::to_string(i) + " out of range (size " + std::to_string(elements.size()) + ")");
+    Fail("index " + std::to_string(i) + " out of range (size " + std::to_string(elements.size()) +
+         ")");
   }
   const T* v = std::get_if<T>(&elements[i]);
   if (v == nullptr) Fail("element " + std::to_string(i) + " is not " + type);
@@ -470,7 +495,8 @@ class TupleDecoder {
         const std::size_t bad = FirstInvalidUtf8(s);
         if (bad != s.size()) {
           // Report the offset in the input; escapes before `bad` each add one byte.
-          std::size_t zeros = static_cast<std::size_t>(std::count(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(bad), '\0'));
+          std::size_t zeros = static_cast<std::size_t>(
+              std::count(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(bad), '\0'));
           FailAt("invalid UTF-8 in string", start + 1 + bad + zeros);
         }
         return s;
@@ -483,7 +509,8 @@ class TupleDecoder {
         Need(1, start, "integer");
         const std::size_t len = negative ? (p_[pos_] ^ 0xffu) : p_[pos_];
         ++pos_;
-        if (len <= 8) FailAt("non-canonical big integer (length " + std::to_string(len) + ")", start);
+        if (len <= 8)
+          FailAt("non-canonical big integer (length " + std::to_string(len) + ")", start);
         Need(len, start, "integer");
         BigInt b;
         b.negative = negative;
@@ -577,7 +604,8 @@ Versionstamp Versionstamp::complete(std::string_view tr_version, std::uint16_t u
 }
 
 bool Versionstamp::is_complete() const {
-  return std::any_of(tr_version.begin(), tr_version.end(), [](std::uint8_t b) { return b != 0xff; });
+  return std::any_of(tr_version.begin(), tr_version.end(),
+                     [](std::uint8_t b) { return b != 0xff; });
 }
 
 std::string Versionstamp::bytes() const {
@@ -716,6 +744,14 @@ Tuple Tuple::unpack(std::string_view packed) {
 
 // --- Tuple: access -------------------------------------------------------------------------------
 
+const TupleElement& Tuple::operator[](std::size_t i) const {
+  if (i >= elements_.size()) {
+    Fail("index " + std::to_string(i) + " out of range (size " + std::to_string(elements_.size()) +
+         ")");
+  }
+  return elements_[i];
+}
+
 std::int64_t Tuple::get_int(std::size_t i) const {
   return GetAs<std::int64_t>(elements_, i, "an integer in the int64 range");
 }
@@ -738,7 +774,8 @@ double Tuple::get_double(std::size_t i) const { return GetAs<double>(elements_, 
 bool Tuple::get_bool(std::size_t i) const { return GetAs<bool>(elements_, i, "a bool"); }
 bool Tuple::is_null(std::size_t i) const {
   if (i >= elements_.size()) {
-    Fail("index " + std::to_string(i) + " out of range (size " + std::to_string(elements_.size()) + ")");
+    Fail("index " + std::to_string(i) + " out of range (size " + std::to_string(elements_.size()) +
+         ")");
   }
   return std::holds_alternative<std::nullptr_t>(elements_[i]);
 }

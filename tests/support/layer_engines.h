@@ -21,8 +21,21 @@ struct LayerEngine {
 // One entry per conformance engine (see file comment).
 std::vector<LayerEngine> layer_engines();
 
-// An integer from environment variable `name`, or `fallback` (for test sizes: TSan runs shrink).
+// An integer from environment variable `name`, or `fallback` (for test sizes).
 long env_int(const char* name, long fallback);
+
+// True in sanitizer builds (-DKVQ_SANITIZE=...), where the concurrency tests use smaller default
+// sizes so that a test binary stays under a minute; KVQ_TEST_ITEMS overrides either way.
+constexpr bool kSanitizerBuild =
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    true;
+#else
+    false;
+#endif
+
+// The number of items the concurrency tests push in total: $KVQ_TEST_ITEMS, else 50,000 (8,000
+// in sanitizer builds).
+inline long test_items() { return env_int("KVQ_TEST_ITEMS", kSanitizerBuild ? 8000 : 50000); }
 
 }  // namespace kvq::testing
 

@@ -1,6 +1,7 @@
 // `kvq bench`: push and pop throughput by client count, plain vs high-contention pops, for Queue
 // and PriorityQueue. Each measurement uses a fresh database (memory:) or a fresh subspace.
 #include <nlohmann/json.hpp>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kvq/kvq.h"
+#include "layers/item_store.h"
 #include "tools/kvq/commands.h"
 
 namespace kvq::cli {
@@ -23,7 +25,20 @@ struct Row {
   std::int64_t ops = 0;
   double seconds = 0, ops_per_s = 0, retries_per_op = 0, conflicts_per_op = 0, p50_us = 0,
          p99_us = 0;
+  // High-contention pops: share that registered a request, requests per fulfilment batch,
+  // fulfilment transactions that conflicted per batch committed.
+  double staged_share = 0, batch_size = 0, batch_conflicts = 0;
+  // Process CPU time (user + system) per operation: the work per op, independent of how much of
+  // the machine other processes took.
+  double cpu_us_per_op = 0;
 };
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 double percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
@@ -39,8 +54,10 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
   Subspace space(Tuple().append("bench").append(seq).append(kind));
   QueueOptions qo;
   qo.high_contention = hc;
+  qo.contention.batch_size = o.batch_size;
   PriorityQueueOptions po;
   po.high_contention = hc;
+  po.contention.batch_size = o.batch_size;
   Queue q(db, space, qo);
   PriorityQueue pq(db, space, po);
   const bool is_pq = kind == "pq";
@@ -63,8 +80,12 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
     }
   }
   const DatabaseStats before = db->stats();
+  auto& hs = detail::contention_stats();
+  const std::uint64_t staged0 = hs.staged_pops, fast0 = hs.fast_pops, batches0 = hs.batches,
+                      bconf0 = hs.batch_conflicts, served0 = hs.served;
   std::atomic<bool> stop{false};
   std::atomic<bool> drained{false};
+  const double cpu0 = cpu_seconds();
   std::vector<std::vector<double>> lat(clients);
   std::vector<std::thread> threads;
   const auto t0 = std::chrono::steady_clock::now();
@@ -104,6 +125,7 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
   stop = true;
   for (auto& t : threads) t.join();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = cpu_seconds() - cpu0;
   const DatabaseStats after = db->stats();
   std::vector<double> all;
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
@@ -116,9 +138,18 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
   r.seconds = secs;
   r.ops_per_s = static_cast<double>(r.ops) / secs;
   if (r.ops > 0) {
+    r.cpu_us_per_op = cpu * 1e6 / static_cast<double>(r.ops);
     r.retries_per_op = static_cast<double>(after.retries - before.retries) / static_cast<double>(r.ops);
     r.conflicts_per_op =
         static_cast<double>(after.conflicts - before.conflicts) / static_cast<double>(r.ops);
+  }
+  const double staged = static_cast<double>(hs.staged_pops - staged0);
+  const double fast = static_cast<double>(hs.fast_pops - fast0);
+  const double batches = static_cast<double>(hs.batches - batches0);
+  if (staged + fast > 0) r.staged_share = staged / (staged + fast);
+  if (batches > 0) {
+    r.batch_size = static_cast<double>(hs.served - served0) / batches;
+    r.batch_conflicts = static_cast<double>(hs.batch_conflicts - bconf0) / batches;
   }
   r.p50_us = percentile(all, 0.50);
   r.p99_us = percentile(all, 0.99);
@@ -135,8 +166,9 @@ int run_bench(const BenchOptions& o) {
   std::vector<Row> rows;
   int seq = 0;
   if (!o.json) {
-    std::printf("%-6s %-6s %-5s %7s %12s %10s %12s %10s %10s\n", "kind", "mode", "op", "clients",
-                "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us");
+    std::printf("%-6s %-6s %-5s %7s %10s %10s %12s %9s %9s %8s %7s %6s %8s\n", "kind", "mode",
+                "op", "clients", "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us",
+                "cpu us/op", "staged", "batch", "bconf/b");
   }
   for (const auto& op : o.ops) {
     for (const auto& kind : o.kinds) {
@@ -148,9 +180,11 @@ int run_bench(const BenchOptions& o) {
         for (int c : o.clients) {
           Row r = measure(o, kind, mode, op, c, seq++);
           if (!o.json) {
-            std::printf("%-6s %-6s %-5s %7d %12.0f %10.3f %12.3f %10.1f %10.1f\n", r.kind.c_str(),
-                        r.mode.c_str(), r.op.c_str(), r.clients, r.ops_per_s, r.retries_per_op,
-                        r.conflicts_per_op, r.p50_us, r.p99_us);
+            std::printf(
+                "%-6s %-6s %-5s %7d %10.0f %10.3f %12.3f %9.1f %9.1f %8.1f %6.0f%% %6.1f %8.3f\n",
+                r.kind.c_str(), r.mode.c_str(), r.op.c_str(), r.clients, r.ops_per_s,
+                r.retries_per_op, r.conflicts_per_op, r.p50_us, r.p99_us, r.cpu_us_per_op,
+                100 * r.staged_share, r.batch_size, r.batch_conflicts);
             std::fflush(stdout);
           }
           rows.push_back(std::move(r));
@@ -162,6 +196,7 @@ int run_bench(const BenchOptions& o) {
     nlohmann::json j;
     j["url"] = o.url;
     j["seconds"] = o.seconds;
+    j["batch_size"] = o.batch_size;
     j["nproc"] = std::thread::hardware_concurrency();
     j["results"] = nlohmann::json::array();
     for (const auto& r : rows) {
@@ -175,7 +210,11 @@ int run_bench(const BenchOptions& o) {
                               {"retries_per_op", r.retries_per_op},
                               {"conflicts_per_op", r.conflicts_per_op},
                               {"p50_us", r.p50_us},
-                              {"p99_us", r.p99_us}});
+                              {"p99_us", r.p99_us},
+                              {"cpu_us_per_op", r.cpu_us_per_op},
+                              {"staged_share", r.staged_share},
+                              {"requests_per_batch", r.batch_size},
+                              {"batch_conflicts_per_batch", r.batch_conflicts}});
     }
     std::cout << j.dump(2) << "\n";
   }

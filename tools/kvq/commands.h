@@ -26,6 +26,7 @@ struct BenchOptions {
   std::vector<std::string> modes = {"plain", "hc"};
   std::vector<std::string> ops = {"push", "pop"};
   int prefill = 100000;
+  int batch_size = 128;  // HighContentionOptions::batch_size
   bool json = false;
 };
 // Runs the contention benchmark; table (or JSON) on stdout. Returns the exit status.

@@ -152,6 +152,10 @@ int main(int argc, char** argv) {
   bench->add_option("--prefill", bench_opts.prefill, "items pushed before each pop measurement")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
+  bench->add_option("--batch-size", bench_opts.batch_size,
+                    "high-contention requests served per fulfilment transaction")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   bench->add_flag("--json", bench_opts.json, "print JSON instead of a table");
 
   try {
