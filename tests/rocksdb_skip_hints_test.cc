@@ -29,39 +29,47 @@ TEST(SkipHints, ReverseHintIsUsedAtItsSequenceAndLaterOnly) {
   EXPECT_EQ(h.reverse_start("z", 9), "z");
 }
 
-TEST(SkipHints, PutInsideTheStretchErasesTheHintPutOutsideKeepsIt) {
+TEST(SkipHints, PutInsideTheStretchShrinksTheHintPutOutsideKeepsIt) {
   SkipHints h(10);
   h.learn_forward("a", "m", 10);
   h.learn_reverse("m", "z", 10);
   h.begin_write({"m", "zz", "0"});  // "m" is the forward edge (live already): outside [a, m)
   h.end_write(11);
   EXPECT_EQ(h.forward_start("a", 11), "m");
-  EXPECT_EQ(h.reverse_start("z", 11), "z");  // "m" is inside [m, z)
-  h.begin_write({"c"});
+  EXPECT_EQ(h.reverse_start("z", 11), std::string("m\0", 2));  // [m\0, z) is still empty
+  h.begin_write({"c", "x"});
   h.end_write(12);
-  EXPECT_EQ(h.forward_start("a", 12), "a");
-  EXPECT_EQ(h.size(), 0u);
+  EXPECT_EQ(h.forward_start("a", 12), "c");
+  EXPECT_EQ(h.reverse_start("z", 12), std::string("x\0", 2));
+  h.begin_write({"a"});  // nothing of [a, c) stays empty
+  h.end_write(13);
+  EXPECT_EQ(h.forward_start("a", 13), "a");
+  EXPECT_EQ(h.size(), 1u);
 }
 
-TEST(SkipHints, LearningFromAnOlderSnapshotChecksTheWritesSince) {
+TEST(SkipHints, LearningFromAnOlderSnapshotKeepsOnlyWhatLaterWritesLeftEmpty) {
   SkipHints h(10);
   h.begin_write({"c"});
   h.end_write(11);
-  h.begin_write({"x"});
+  h.begin_write({"x", "e"});
   h.end_write(12);
-  h.learn_forward("a", "m", 10);  // "c" was put at 11, after the snapshot: [a, m) is not empty now
-  EXPECT_EQ(h.forward_start("a", 12), "a");
-  h.learn_forward("a", "m", 11);  // only "x" (outside) was put after 11
-  EXPECT_EQ(h.forward_start("a", 12), "m");
+  h.learn_forward("a", "m", 10);  // "c" (11) and "e" (12) were put after the snapshot
+  EXPECT_EQ(h.forward_start("a", 12), "c");
+  h.learn_reverse("b", "z", 10);  // "x" (12) was put after the snapshot
+  EXPECT_EQ(h.reverse_start("z", 12), std::string("x\0", 2));
+  h.learn_forward("a", "m", 11);  // only "e" was put after 11
+  EXPECT_EQ(h.forward_start("a", 12), "e");
+  h.learn_forward("c", "d", 10);  // "c" itself was put: nothing of [c, d) is known empty
+  EXPECT_EQ(h.forward_start("c", 12), "c");
 }
 
-TEST(SkipHints, PendingWriteBlocksLearningItsKeys) {
+TEST(SkipHints, PendingWriteShrinksWhatIsLearnt) {
   SkipHints h(10);
   h.begin_write({"c"});
   h.learn_forward("a", "m", 10);
   h.learn_forward("n", "p", 10);
   h.end_write(11);
-  EXPECT_EQ(h.forward_start("a", 11), "a");
+  EXPECT_EQ(h.forward_start("a", 11), "c");
   EXPECT_EQ(h.forward_start("n", 11), "p");
 }
 

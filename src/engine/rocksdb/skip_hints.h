@@ -13,13 +13,15 @@
 // "reverse[end] = (e, S)" says [e, end) is empty.
 //
 // Correctness protocol (the only writer is RocksDbStore::apply, one at a time):
-//   before the write:  begin_write(keys it puts)  erases every hint whose empty stretch contains
-//                                                 one of the keys, and logs the keys as pending;
+//   before the write:  begin_write(keys it puts)  shrinks every hint whose empty stretch contains
+//                                                 one of the keys to the part that stays empty
+//                                                 (erasing it if none), and logs the keys as
+//                                                 pending;
 //   after the write:   end_write(new sequence)    gives the logged write its sequence.
-// A hint learnt from a snapshot at sequence S is only recorded if no write logged with a sequence
-// > S (or still pending) puts a key into its stretch, and only if the log reaches back to S (it
-// keeps the last kLogWrites writes). So every write after S either is checked at learning time or
-// begins later and erases the hint. Readers use a hint only at a sequence >= its own. Hints only
+// A hint learnt from a snapshot at sequence S is shrunk to the part of its stretch that no write
+// logged with a sequence > S (or still pending) put a key into, and is only recorded if the log
+// reaches back to S (it keeps the last kLogWrites writes). So every write after S either is checked at learning time or
+// begins later and shrinks the hint. Readers use a hint only at a sequence >= its own. Hints only
 // ever make a scan skip keys that are absent at its snapshot, so results are unchanged.
 //
 // Thread-safe. Bounded: at most kMaxHints per direction (all dropped when full), kLogWrites
@@ -54,14 +56,14 @@ class SkipHints {
   // <= end such that [result, end) has no live key at `sequence`. Returns end if nothing is known.
   std::string reverse_start(std::string_view end, std::uint64_t sequence) const;
 
-  // Records that [begin, first_live) has no live key at `sequence` (ignored if a later or pending
-  // write puts a key into it, or `sequence` is older than the log).
+  // Records that [begin, first_live) has no live key at `sequence`, shrunk to the part later or
+  // pending writes put nothing into (ignored if `sequence` is older than the log).
   void learn_forward(std::string_view begin, std::string_view first_live, std::uint64_t sequence);
   // Records that [last_live_end, end) has no live key at `sequence` (same conditions).
   void learn_reverse(std::string_view last_live_end, std::string_view end,
                      std::uint64_t sequence);
 
-  // Called by the writer before it writes: forgets hints covering any of `put_keys`.
+  // Called by the writer before it writes: shrinks hints covering any of `put_keys`.
   void begin_write(const std::vector<std::string_view>& put_keys);
   // Called by the writer after its write (successful or not), with the latest sequence.
   void end_write(std::uint64_t sequence);
@@ -81,8 +83,11 @@ class SkipHints {
   };
   static constexpr std::uint64_t kPending = ~std::uint64_t{0};
 
-  // True if [lo, hi) may be recorded as empty at `sequence` (mu_ held).
-  bool may_learn(std::string_view lo, std::string_view hi, std::uint64_t sequence) const;
+  // [lo, hi) was empty at `sequence`; shrinks it (keeping lo if keep_low, else hi) to the part no
+  // later or pending write put a key into. False if nothing is left or the log does not reach
+  // back to `sequence` (mu_ held).
+  bool shrink_to_unwritten(std::string& lo, std::string& hi, bool keep_low,
+                           std::uint64_t sequence) const;
 
   mutable std::mutex mu_;
   std::deque<LoggedWrite> log_;
