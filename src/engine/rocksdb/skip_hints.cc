@@ -64,6 +64,7 @@ void SkipHints::begin_write(const std::vector<std::string_view>& put_keys) {
     std::sort(entry.keys.begin(), entry.keys.end());
   }
   std::lock_guard<std::mutex> lock(mu_);
+  log_keys_ += entry.keys.size();
   log_.push_back(std::move(entry));
   for (std::string_view key : put_keys) {
     // Forward hints cover [begin, edge): candidates have begin <= key. A put at `key` leaves
@@ -91,8 +92,9 @@ void SkipHints::begin_write(const std::vector<std::string_view>& put_keys) {
 void SkipHints::end_write(std::uint64_t sequence) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!log_.empty() && log_.back().sequence == kPending) log_.back().sequence = sequence;
-  while (log_.size() > kLogWrites) {
+  while (log_.size() > 1 && (log_.size() > kLogWrites || log_keys_ > kMaxLogKeys)) {
     log_floor_ = std::max(log_floor_, log_.front().sequence);
+    log_keys_ -= log_.front().keys.size();
     log_.pop_front();
   }
 }

@@ -25,8 +25,8 @@
 // ever make a scan skip keys that are absent at its snapshot, so results are unchanged.
 //
 // Thread-safe. Bounded: at most kMaxHints per direction (all dropped when full), kLogWrites
-// logged writes of at most kMaxLoggedKeys keys each (a larger write blocks learning from
-// snapshots older than it).
+// logged writes holding at most kMaxLogKeys keys in all (a write of more than kMaxLoggedKeys keys
+// is logged without them and blocks learning from snapshots older than it).
 #ifndef KVQ_SRC_ENGINE_ROCKSDB_SKIP_HINTS_H_
 #define KVQ_SRC_ENGINE_ROCKSDB_SKIP_HINTS_H_
 
@@ -43,7 +43,8 @@ namespace kvq::engine::rocksdb_engine {
 class SkipHints {
  public:
   static constexpr std::size_t kMaxHints = 64;
-  static constexpr std::size_t kLogWrites = 64;
+  static constexpr std::size_t kLogWrites = 4096;
+  static constexpr std::size_t kMaxLogKeys = 65536;  // keys over all logged writes
   static constexpr std::size_t kMaxLoggedKeys = 4096;
 
   // `sequence`: the database's latest sequence number when the store opened.
@@ -92,6 +93,7 @@ class SkipHints {
   mutable std::mutex mu_;
   std::deque<LoggedWrite> log_;
   std::uint64_t log_floor_;  // writes with a sequence <= this may be missing from log_
+  std::size_t log_keys_ = 0;  // keys held by log_
   std::map<std::string, Hint, std::less<>> forward_;  // begin -> (first possibly live key, seq)
   std::map<std::string, Hint, std::less<>> reverse_;  // end -> (start of the empty stretch, seq)
 };
