@@ -1,0 +1,400 @@
+#include "src/engine/rocksdb/rocksdb_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/slice.h>
+#include <rocksdb/snapshot.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "kvq/error.h"
+#include "src/engine/rocksdb/skip_hints.h"
+
+namespace kvq::engine::rocksdb_engine {
+namespace {
+
+constexpr std::string_view kMetaColumnFamily = "kvq_meta";
+constexpr std::string_view kFormatKey = "format";
+constexpr std::string_view kFormatValue = "kvq-rocksdb-1";
+constexpr std::string_view kVersionKey = "version";
+
+rocksdb::Slice to_slice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
+
+std::string encode_version(Version v) {
+  std::string out(8, '\0');
+  auto u = static_cast<std::uint64_t>(v);
+  for (int i = 7; i >= 0; --i) {
+    out[i] = static_cast<char>(u & 0xff);
+    u >>= 8;
+  }
+  return out;
+}
+
+// Decodes the "version" value; throws corruption if it is not 8 bytes or negative.
+Version decode_version(std::string_view bytes, const std::string& path) {
+  if (bytes.size() != 8) {
+    throw Error(ErrorCode::kCorruption, "rocksdb: " + path + ": stored version has " +
+                                            std::to_string(bytes.size()) + " bytes, expected 8");
+  }
+  std::uint64_t u = 0;
+  for (char c : bytes) u = (u << 8) | static_cast<unsigned char>(c);
+  auto v = static_cast<Version>(u);
+  if (v < 0) {
+    throw Error(ErrorCode::kCorruption, "rocksdb: " + path + ": stored version is negative");
+  }
+  return v;
+}
+
+// Maps a non-ok RocksDB status to a kvq::Error. `what` names the operation and path.
+[[noreturn]] void throw_status(const rocksdb::Status& s, const std::string& what) {
+  const std::string msg = "rocksdb: " + what + ": " + s.ToString();
+  if (s.IsCorruption()) throw Error(ErrorCode::kCorruption, msg);
+  if (s.IsNoSpace()) throw Error(ErrorCode::kDatabaseFull, msg);
+  throw Error(ErrorCode::kIoError, msg);
+}
+
+// True if `s`, returned by DB::Open, says another holder has the LOCK file. RocksDB reports it as
+// an IOError: "While lock file: <path>/LOCK: Resource temporarily unavailable" for another process,
+// "lock hold by current process" for a second open in this process.
+bool is_lock_error(const rocksdb::Status& s) {
+  if (!s.IsIOError() && !s.IsBusy()) return false;
+  const std::string text = s.ToString();
+  return text.find("lock file") != std::string::npos ||
+         text.find("LOCK") != std::string::npos ||
+         text.find("lock hold by current process") != std::string::npos;
+}
+
+}  // namespace
+
+// Owns the RocksDB instance and its column family handles. The store and every live snapshot hold
+// a shared_ptr to it, so the database is closed only after the last snapshot is released.
+class DbHandle {
+ public:
+  DbHandle(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*> handles, std::string path)
+      : db_(db), handles_(std::move(handles)), path_(std::move(path)) {}
+  ~DbHandle() {
+    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    db_->Close();  // Errors on close cannot be reported from a destructor; RocksDB logs them.
+    delete db_;
+  }
+  DbHandle(const DbHandle&) = delete;
+  DbHandle& operator=(const DbHandle&) = delete;
+
+  rocksdb::DB* db() const { return db_; }
+  rocksdb::ColumnFamilyHandle* data() const { return handles_[0]; }
+  rocksdb::ColumnFamilyHandle* meta() const { return handles_[1]; }
+  const std::string& path() const { return path_; }
+
+ private:
+  rocksdb::DB* db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // [0] = default (data), [1] = kvq_meta
+  std::string path_;
+};
+
+namespace {
+
+// Reads the "version" key through `snapshot` (nullptr = latest). Absent = 0 (new database).
+Version read_version(const DbHandle& db, const rocksdb::Snapshot* snapshot) {
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  std::string value;
+  rocksdb::Status s = db.db()->Get(ro, db.meta(), to_slice(kVersionKey), &value);
+  if (s.IsNotFound()) return 0;
+  if (!s.ok()) throw_status(s, "reading the version of " + db.path());
+  return decode_version(value, db.path());
+}
+
+class RocksDbSnapshot : public txn::StoreSnapshot {
+ public:
+  RocksDbSnapshot(std::shared_ptr<DbHandle> db, std::shared_ptr<SkipHints> hints,
+                  const rocksdb::Snapshot* snapshot, Version version)
+      : db_(std::move(db)),
+        hints_(std::move(hints)),
+        snapshot_(snapshot),
+        sequence_(snapshot->GetSequenceNumber()),
+        version_(version) {}
+  ~RocksDbSnapshot() override { db_->db()->ReleaseSnapshot(snapshot_); }
+  RocksDbSnapshot(const RocksDbSnapshot&) = delete;
+  RocksDbSnapshot& operator=(const RocksDbSnapshot&) = delete;
+
+  Version version() const override { return version_; }
+
+  std::optional<std::string> get(std::string_view key) const override {
+    rocksdb::ReadOptions ro;
+    ro.snapshot = snapshot_;
+    std::string value;
+    rocksdb::Status s = db_->db()->Get(ro, db_->data(), to_slice(key), &value);
+    if (s.IsNotFound()) return std::nullopt;
+    if (!s.ok()) throw_status(s, "get in " + db_->path());
+    return value;
+  }
+
+  std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
+                                  bool reverse) const override {
+    std::vector<KeyValue> out;
+    if (begin >= end) return out;
+    const auto want = static_cast<std::size_t>(limit > 0 ? limit : 0);
+    // Skip the stretch the hints know to be empty (see skip_hints.h).
+    std::string lower_key(begin);
+    std::string upper_key(end);
+    if (reverse) {
+      upper_key = hints_->reverse_start(end, sequence_);
+      if (upper_key <= begin) return out;
+    } else {
+      lower_key = hints_->forward_start(begin, sequence_);
+      if (lower_key >= end) return out;
+    }
+    const rocksdb::Slice lower(lower_key);
+    const rocksdb::Slice upper(upper_key);
+    rocksdb::ReadOptions ro;
+    ro.snapshot = snapshot_;
+    ro.iterate_lower_bound = &lower;
+    ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(db_->db()->NewIterator(ro, db_->data()));
+    if (reverse) {
+      for (it->SeekToLast(); it->Valid(); it->Prev()) {
+        out.push_back(KeyValue{it->key().ToString(), it->value().ToString()});
+        if (want != 0 && out.size() >= want) break;
+      }
+    } else {
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        out.push_back(KeyValue{it->key().ToString(), it->value().ToString()});
+        if (want != 0 && out.size() >= want) break;
+      }
+    }
+    if (!it->status().ok()) throw_status(it->status(), "range read in " + db_->path());
+    if (reverse) {
+      // [after(last live key), end) is empty; all of [begin, end) if nothing was found.
+      const std::string empty_from = out.empty() ? std::string(begin) : out.front().key + '\0';
+      if (empty_from < upper_key) hints_->learn_reverse(empty_from, end, sequence_);
+    } else {
+      // [begin, first live key) is empty; all of [begin, end) if nothing was found.
+      const std::string empty_to = out.empty() ? std::string(end) : out.front().key;
+      if (empty_to > lower_key) hints_->learn_forward(begin, empty_to, sequence_);
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<DbHandle> db_;
+  std::shared_ptr<SkipHints> hints_;
+  const rocksdb::Snapshot* snapshot_;
+  const std::uint64_t sequence_;
+  Version version_;
+};
+
+}  // namespace
+
+std::unique_ptr<RocksDbStore> RocksDbStore::open(const std::string& path,
+                                                 const RocksDbStoreOptions& options) {
+  if (path.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "rocksdb: empty database path");
+  }
+  if (options.create_if_missing) {
+    // RocksDB creates only the last component of the path; create the parents too.
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) {
+      throw Error(ErrorCode::kIoError,
+                  "rocksdb: cannot create directory " + path + ": " + ec.message());
+    }
+  }
+  rocksdb::Options db_options;
+  db_options.create_if_missing = options.create_if_missing;
+  db_options.create_missing_column_families = false;
+  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  db_options.keep_log_file_num = 2;
+  db_options.max_manifest_file_size = 16 << 20;
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+
+  // Which column families exist decides whether this is a new kvq database, a kvq database, or a
+  // RocksDB database kvq did not create.
+  std::vector<std::string> existing;
+  rocksdb::Status list = rocksdb::DB::ListColumnFamilies(db_options, path, &existing);
+  bool fresh = false;
+  if (list.ok()) {
+    const bool has_meta =
+        std::find(existing.begin(), existing.end(), kMetaColumnFamily) != existing.end();
+    if (!has_meta) {
+      throw Error(ErrorCode::kCorruption,
+                  "rocksdb: " + path + " is a RocksDB database that kvq did not create (no '" +
+                      std::string(kMetaColumnFamily) + "' column family)");
+    }
+  } else {
+    // No database yet (no CURRENT file), or the directory is unreadable; DB::Open below reports
+    // which, with create_if_missing deciding whether a missing one is created.
+    fresh = true;
+  }
+  db_options.create_missing_column_families = fresh;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(db_options)},
+      {std::string(kMetaColumnFamily), rocksdb::ColumnFamilyOptions(db_options)},
+  };
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, path, families, &handles, &raw);
+  if (!s.ok()) {
+    if (is_lock_error(s)) {
+      throw Error(ErrorCode::kDatabaseInUse,
+                  "rocksdb: the database at " + path +
+                      " is in use by another process or open instance (its LOCK file is held): " +
+                      s.ToString());
+    }
+    throw_status(s, "opening " + path);
+  }
+  auto db = std::make_shared<DbHandle>(raw, std::move(handles), path);
+
+  // Format marker: written for a new database, checked for an existing one.
+  std::string format;
+  s = db->db()->Get(rocksdb::ReadOptions(), db->meta(), to_slice(kFormatKey), &format);
+  if (s.IsNotFound()) {
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    s = db->db()->Put(wo, db->meta(), to_slice(kFormatKey), to_slice(kFormatValue));
+    if (!s.ok()) throw_status(s, "initialising " + path);
+  } else if (!s.ok()) {
+    throw_status(s, "reading the format of " + path);
+  } else if (format != kFormatValue) {
+    throw Error(ErrorCode::kCorruption, "rocksdb: " + path + " has format '" + format +
+                                            "', this kvq reads '" + std::string(kFormatValue) +
+                                            "'");
+  }
+
+  const Version recovered = read_version(*db, nullptr);
+  return std::unique_ptr<RocksDbStore>(new RocksDbStore(path, options, std::move(db), recovered));
+}
+
+RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options,
+                           std::shared_ptr<DbHandle> db, Version recovered)
+    : path_(std::move(path)),
+      options_(options),
+      db_(std::move(db)),
+      latest_version_(recovered),
+      cached_sequence_(db_->db()->GetLatestSequenceNumber()),
+      cached_version_(recovered),
+      hints_(std::make_shared<SkipHints>(cached_sequence_)) {}
+
+RocksDbStore::~RocksDbStore() = default;
+
+Version RocksDbStore::latest_version() const {
+  return latest_version_.load(std::memory_order_acquire);
+}
+
+std::shared_ptr<const txn::StoreSnapshot> RocksDbStore::snapshot() const {
+  const rocksdb::Snapshot* snap = db_->db()->GetSnapshot();
+  if (snap == nullptr) {
+    throw Error(ErrorCode::kInternalError, "rocksdb: GetSnapshot failed on " + path_);
+  }
+  Version version = -1;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (snap->GetSequenceNumber() == cached_sequence_) version = cached_version_;
+  }
+  if (version < 0) {
+    try {
+      version = read_version(*db_, snap);
+    } catch (...) {
+      db_->db()->ReleaseSnapshot(snap);
+      throw;
+    }
+  }
+  return std::make_shared<RocksDbSnapshot>(db_, hints_, snap, version);
+}
+
+void RocksDbStore::apply(Version version, const std::vector<txn::StoreWrite>& writes) {
+  const Version latest = latest_version();
+  if (version <= latest) {
+    throw Error(ErrorCode::kInvalidArgument, "rocksdb: apply at version " +
+                                                 std::to_string(version) + " <= latest " +
+                                                 std::to_string(latest));
+  }
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s;
+  std::set<std::string_view> batch_puts;  // keys set earlier in this batch (for clear ranges)
+  for (const txn::StoreWrite& w : writes) {
+    switch (w.kind) {
+      case txn::StoreWrite::Kind::kSet:
+        s = batch.Put(db_->data(), to_slice(w.key), to_slice(w.value));
+        batch_puts.insert(w.key);
+        break;
+      case txn::StoreWrite::Kind::kClear:
+        s = batch.Delete(db_->data(), to_slice(w.key));
+        break;
+      case txn::StoreWrite::Kind::kClearRange:
+        if (w.key < w.value) s = add_clear_range(batch, w.key, w.value, batch_puts);
+        break;
+    }
+    if (!s.ok()) throw_status(s, "building a batch for " + path_);
+  }
+  const std::string encoded = encode_version(version);
+  s = batch.Put(db_->meta(), to_slice(kVersionKey), to_slice(encoded));
+  if (!s.ok()) throw_status(s, "building a batch for " + path_);
+
+  std::vector<std::string_view> put_keys;
+  for (const txn::StoreWrite& w : writes) {
+    if (w.kind == txn::StoreWrite::Kind::kSet) put_keys.push_back(w.key);
+  }
+  hints_->begin_write(put_keys);
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  s = db_->db()->Write(wo, &batch);
+  const std::uint64_t sequence = db_->db()->GetLatestSequenceNumber();
+  hints_->end_write(sequence);
+  if (!s.ok()) throw_status(s, "writing to " + path_);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    cached_sequence_ = sequence;
+    cached_version_ = version;
+  }
+  latest_version_.store(version, std::memory_order_release);
+}
+
+rocksdb::Status RocksDbStore::add_clear_range(rocksdb::WriteBatch& batch, std::string_view begin,
+                                              std::string_view end,
+                                              const std::set<std::string_view>& batch_puts) {
+  // A range clear becomes point deletes of the keys it actually removes, when they are few: RocksDB
+  // 7.8 re-fragments every range tombstone of the memtable for each new iterator, so thousands of
+  // small DeleteRange (a queue layer sweeping old markers) would make every read slow. apply() is
+  // the only writer, so the latest state plus this batch's earlier sets is exactly what the clear
+  // sees. A large or tombstone-heavy range stays one DeleteRange.
+  constexpr std::size_t kMaxPointDeletes = 256;
+  std::vector<std::string> live;
+  {
+    const rocksdb::Slice lower = to_slice(begin);
+    const rocksdb::Slice upper = to_slice(end);
+    rocksdb::ReadOptions ro;
+    ro.iterate_lower_bound = &lower;
+    ro.iterate_upper_bound = &upper;
+    ro.max_skippable_internal_keys = 4 * kMaxPointDeletes;
+    std::unique_ptr<rocksdb::Iterator> it(db_->db()->NewIterator(ro, db_->data()));
+    for (it->SeekToFirst(); it->Valid() && live.size() <= kMaxPointDeletes; it->Next()) {
+      live.push_back(it->key().ToString());
+    }
+    if (!it->status().ok() && !it->status().IsIncomplete()) return it->status();
+    if (it->status().IsIncomplete() || live.size() > kMaxPointDeletes) {
+      return batch.DeleteRange(db_->data(), lower, upper);
+    }
+  }
+  rocksdb::Status s;
+  for (const std::string& k : live) {
+    s = batch.Delete(db_->data(), k);
+    if (!s.ok()) return s;
+  }
+  for (auto it = batch_puts.lower_bound(begin); it != batch_puts.end() && *it < end; ++it) {
+    s = batch.Delete(db_->data(), to_slice(*it));
+    if (!s.ok()) return s;
+  }
+  return s;
+}
+
+void RocksDbStore::forget_before(Version /*version*/) {}
+
+}  // namespace kvq::engine::rocksdb_engine
