@@ -13,14 +13,12 @@
 //                                                        std::map<std::string, std::string> query);
 //   std::shared_ptr<engine::Engine> engine::open_etcd(const std::string& endpoints,
 //                                                     std::map<std::string, std::string> query);
-// (__has_include keeps a tree without the engine's sources building.)
-#if defined(KVQ_WITH_ROCKSDB) && __has_include("src/engine/rocksdb/rocksdb_engine.h")
+// They are compiled in when CMake's KVQ_WITH_ROCKSDB / KVQ_WITH_ETCD options are on.
+#ifdef KVQ_WITH_ROCKSDB
 #include "src/engine/rocksdb/rocksdb_engine.h"
-#define KVQ_HAVE_ROCKSDB_ENGINE 1
 #endif
-#if defined(KVQ_WITH_ETCD) && __has_include("src/engine/etcd/etcd_engine.h")
+#ifdef KVQ_WITH_ETCD
 #include "src/engine/etcd/etcd_engine.h"
-#define KVQ_HAVE_ETCD_ENGINE 1
 #endif
 
 namespace kvq {
@@ -95,7 +93,7 @@ std::shared_ptr<Database> open(std::string_view url) {
       throw Error(ErrorCode::kConnectionStringInvalid,
                   "'" + std::string(url) + "': expected rocksdb:/path/to/dir");
     }
-#ifdef KVQ_HAVE_ROCKSDB_ENGINE
+#ifdef KVQ_WITH_ROCKSDB
     // Dispatch point for the RocksDB engine: engine::open_rocksdb(path, query) returns a
     // std::shared_ptr<engine::Engine> (built with txn::make_pipeline_engine).
     return std::make_shared<Database>(engine::open_rocksdb(parsed.body, parsed.query),
@@ -112,7 +110,7 @@ std::shared_ptr<Database> open(std::string_view url) {
       throw Error(ErrorCode::kConnectionStringInvalid,
                   "'" + std::string(url) + "': expected etcd://host:port[,host:port]");
     }
-#ifdef KVQ_HAVE_ETCD_ENGINE
+#ifdef KVQ_WITH_ETCD
     // Dispatch point for the etcd engine: engine::open_etcd(endpoints, query), endpoints being
     // "host:port[,host:port]" (the body without its leading "//").
     return std::make_shared<Database>(engine::open_etcd(parsed.body.substr(2), parsed.query),
