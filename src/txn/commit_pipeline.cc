@@ -135,13 +135,15 @@ class PipelineEngine final : public engine::Engine,
              std::shared_ptr<detail::WatchState> state) override {
     std::lock_guard<std::mutex> lock(watch_mu_);
     if (++registrations_ % 256 == 0) prune_watches();
-    // Register first, then compare with the latest value. With the fence in process() either a
-    // concurrent commit sees watch_count_ > 0 (and checks this entry under watch_mu_ once we are
-    // done), or the snapshot below includes its writes. Comparing first and registering after
-    // missed a commit applied in between while no other watch was registered.
+    // Register first, then compare with the latest value. Every write of watch_count_ is a
+    // read-modify-write, as is process()'s read of it after applying a batch, so the two are
+    // totally ordered: either that commit's RMW comes later and sees watch_count_ > 0 (and checks
+    // this entry under watch_mu_ once we are done), or ours comes later, synchronizes with it, and
+    // the snapshot below includes its writes. Comparing first and registering after missed a
+    // commit applied in between while no other watch was registered. (RMWs rather than fences:
+    // ThreadSanitizer does not model fences.)
     auto it = watches_.emplace(std::move(key), WatchEntry{std::move(value_seen), state});
-    watch_count_.store(watches_.size(), std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    watch_count_.exchange(watches_.size(), std::memory_order_acq_rel);
     std::optional<std::string> current;
     try {
       current = store_->snapshot()->get(it->first);
@@ -151,7 +153,7 @@ class PipelineEngine final : public engine::Engine,
     if (!state->ready() && current != it->second.value_seen) state->fire();
     if (state->ready()) {
       watches_.erase(it);
-      watch_count_.store(watches_.size(), std::memory_order_relaxed);
+      watch_count_.exchange(watches_.size(), std::memory_order_acq_rel);
     }
   }
 
@@ -420,8 +422,8 @@ class PipelineEngine final : public engine::Engine,
       current_pin_ = std::move(pin);
     }
     last_version_published_.store(version, std::memory_order_release);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the one in watch()
-    if (watch_count_.load(std::memory_order_relaxed) > 0) fire_watches(writes);
+    // An RMW, not a load: pairs with the RMWs in watch() (see there).
+    if (watch_count_.fetch_add(0, std::memory_order_acq_rel) > 0) fire_watches(writes);
   }
 
   void fire_watches(const std::vector<StoreWrite>& writes) {
@@ -453,7 +455,7 @@ class PipelineEngine final : public engine::Engine,
         for (auto it = lo; it != hi;) it = check(it);
       }
     }
-    watch_count_.store(watches_.size(), std::memory_order_relaxed);
+    watch_count_.exchange(watches_.size(), std::memory_order_acq_rel);
   }
 
   void prune_watches() {
