@@ -7,12 +7,14 @@
 //  - Every non-snapshot read adds a read-conflict range. A range read that stops at its limit adds
 //    only [begin, key_after(last key returned)) (reverse: [last key returned, end)). Snapshot reads
 //    add none. Writes add write-conflict ranges.
-//  - commit() fails with not_committed (1020) iff a read-conflict range intersects a write committed
+//  - commit() fails with not_committed (1020) iff a read-conflict range intersects a write
+//  committed
 //    after the read version. Blind writes never conflict.
-//  - Read versions older than the engine's MVCC window (default 5 s) give transaction_too_old (1007).
+//  - Read versions older than the engine's MVCC window (default 5 s) give transaction_too_old
+//  (1007).
 //  - Limits: key 10,000 bytes, value 100,000 bytes, transaction 10,000,000 bytes (keys + values +
-//    conflict ranges); past them key_too_large / value_too_large / transaction_too_large and nothing
-//    is applied.
+//    conflict ranges); past them key_too_large / value_too_large / transaction_too_large and
+//    nothing is applied.
 //
 // Example:
 //   auto db = kvq::open("memory:");
@@ -201,10 +203,10 @@ class Transaction {
 
 // Statistics a Database keeps about what passed through it. All counters are monotonic.
 struct DatabaseStats {
-  std::uint64_t commits = 0;          // successful commits that wrote something
-  std::uint64_t conflicts = 0;        // commits refused with not_committed
-  std::uint64_t retries = 0;          // on_error() retries (by any transaction of this Database)
-  std::uint64_t commit_batches = 0;   // engine commit batches (group commits)
+  std::uint64_t commits = 0;         // successful commits that wrote something
+  std::uint64_t conflicts = 0;       // commits refused with not_committed
+  std::uint64_t retries = 0;         // on_error() retries (by any transaction of this Database)
+  std::uint64_t commit_batches = 0;  // engine commit batches (group commits)
 };
 
 // A handle to one database. Create with kvq::open(). Thread-safe.

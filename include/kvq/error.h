@@ -1,15 +1,16 @@
 // kvq/error.h: the one exception type of kvq, and the error taxonomy in one place.
 //
-// Every kvq failure is a kvq::Error carrying a numeric code. Where FoundationDB has an error for the
-// situation, the code and name are FoundationDB's (see its error_definitions.h), so anyone who knows
-// FDB knows what to do with it. Codes kvq adds for itself are in the 9000 range.
+// Every kvq failure is a kvq::Error carrying a numeric code. Where FoundationDB has an error for
+// the situation, the code and name are FoundationDB's (see its error_definitions.h), so anyone who
+// knows FDB knows what to do with it. Codes kvq adds for itself are in the 9000 range.
 //
 // Which errors to retry (the same classification as FoundationDB's fdb_error_predicate):
 //   retryable():        not_committed, transaction_too_old, future_version, commit_unknown_result,
-//                       process_behind. Database::run and Transaction::on_error retry exactly these.
-//                       (connection_failed is final: engines fail over between servers themselves
-//                       and report it only when no server answers.)
-//   maybe_committed():  commit_unknown_result. The commit may or may not have happened; anything that
+//                       process_behind. Database::run and Transaction::on_error retry exactly
+//                       these. (connection_failed is final: engines fail over between servers
+//                       themselves and report it only when no server answers.)
+//   maybe_committed():  commit_unknown_result. The commit may or may not have happened; anything
+//   that
 //                       must not happen twice needs an identity chosen outside the retry loop.
 //   retryable_not_committed(): retryable() && !maybe_committed().
 // Everything else (bad input, limits, timeouts, I/O) is final and goes to the caller.

@@ -58,7 +58,7 @@ struct CommitRequest {
 };
 
 struct CommitResult {
-  Version version = -1;     // the commit version
+  Version version = -1;      // the commit version
   std::string versionstamp;  // 10 bytes: version (8, big-endian) + order in batch (2, big-endian)
 };
 

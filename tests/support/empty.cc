@@ -1,1 +1,0 @@
-// Keeps kvq_test_support non-empty while tests/support has no helpers.
