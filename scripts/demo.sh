@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh build -DKVQ_BUILD_TESTS=OFF -DKVQ_BUILD_BENCH=OFF
-exec ./build/kvq demo "$@"
+bash scripts/build.sh build-demo -DKVQ_BUILD_TESTS=OFF -DKVQ_BUILD_BENCH=OFF
+exec ./build-demo/kvq demo "$@"

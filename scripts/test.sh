@@ -18,14 +18,15 @@ bash scripts/install-deps.sh
 
 run_ctest() {
   local dir=$1
-  ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 1200
+  ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 1200 --no-tests=error
 }
 
 for config in $configs; do
   case $config in
     release)
       stamp "release build"
-      bash scripts/build.sh build -DKVQ_WERROR=ON
+      bash scripts/build.sh build -DKVQ_WERROR=ON -DKVQ_BUILD_TESTS=ON -DKVQ_BUILD_BENCH=ON \
+        -DKVQ_WITH_ROCKSDB=ON -DKVQ_WITH_ETCD=ON -DKVQ_SANITIZE=
       stamp "release tests"
       run_ctest build
       stamp "install + find_package(kvq) consumer"
@@ -35,14 +36,15 @@ for config in $configs; do
       ;;
     asan)
       stamp "asan+ubsan build"
-      bash scripts/build.sh build-asan -DKVQ_SANITIZE=address,undefined -DKVQ_BUILD_BENCH=OFF
+      bash scripts/build.sh build-asan -DKVQ_SANITIZE=address,undefined -DKVQ_BUILD_TESTS=ON \
+        -DKVQ_BUILD_BENCH=OFF -DKVQ_WITH_ROCKSDB=ON -DKVQ_WITH_ETCD=ON
       stamp "asan+ubsan tests"
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         KVQ_SANITIZER_BUILD=1 run_ctest build-asan
       ;;
     tsan)
       stamp "tsan build"
-      bash scripts/build.sh build-tsan -DKVQ_SANITIZE=thread -DKVQ_WITH_ROCKSDB=OFF \
+      bash scripts/build.sh build-tsan -DKVQ_SANITIZE=thread -DKVQ_BUILD_TESTS=ON -DKVQ_WITH_ROCKSDB=OFF \
         -DKVQ_WITH_ETCD=OFF -DKVQ_BUILD_BENCH=OFF
       stamp "tsan tests"
       TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 KVQ_SANITIZER_BUILD=1 run_ctest build-tsan
