@@ -4,18 +4,12 @@
 #include <string>
 
 #include "kvq/database.h"
+#include "support/engines.h"
 
 namespace kvq {
 namespace {
 
-ErrorCode open_error(const std::string& url) {
-  try {
-    open(url);
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kUnknownError;
-}
+using testing::open_error;
 
 TEST(Open, MemoryUrlOpensAnEmptyDatabase) {
   auto db = open("memory:");

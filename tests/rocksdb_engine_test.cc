@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvq/database.h"
+#include "support/engines.h"
 #include "kvq/error.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -21,14 +22,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ErrorCode open_error(const std::string& url) {
-  try {
-    open(url);
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kUnknownError;
-}
+using testing::open_error;
 
 TEST(RocksDbEngine, OpenCreatesTheDirectoryAndReportsItsUrl) {
   testing::TempDir dir("engine");

@@ -44,6 +44,16 @@ std::string pipeline_query(const EngineOptions& options);
 // recursively when the test process exits.
 std::string fresh_temp_dir(const std::string& prefix = "kvq-test");
 
+// The code of the kvq::Error that kvq::open(url) throws; unknown_error if it opens.
+inline ErrorCode open_error(const std::string& url) {
+  try {
+    kvq::open(url);
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::kUnknownError;
+}
+
 }  // namespace kvq::testing
 
 #endif  // KVQ_TESTS_SUPPORT_ENGINES_H_
