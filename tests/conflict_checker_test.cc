@@ -1,5 +1,5 @@
 // Unit tests of the commit pipeline's conflict checker (src/txn/conflict_checker.h).
-#include "src/txn/conflict_checker.h"
+#include "engine/pipeline/conflict_checker.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace kvq::txn {
+namespace kvq::pipeline {
 namespace {
 
 using engine::KeyRange;
@@ -215,4 +215,4 @@ TEST(ConflictChecker, AgreesWithBruteForceOnRandomBatches) {
 }
 
 }  // namespace
-}  // namespace kvq::txn
+}  // namespace kvq::pipeline

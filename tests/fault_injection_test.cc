@@ -1,6 +1,6 @@
 // The fault-injecting engine wrapper (src/engine/fault_injection.h), and what it is for: retry
 // loops that stay correct when commits end in commit_unknown_result.
-#include "src/engine/fault_injection.h"
+#include "engine/testing/fault_injection.h"
 
 #include <gtest/gtest.h>
 

@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "kvq/database.h"
-#include "src/engine/memory/memory_store.h"
-#include "src/txn/commit_pipeline.h"
+#include "engine/memory/memory_store.h"
+#include "engine/pipeline/commit_pipeline.h"
 
 namespace kvq {
 namespace {
 
 using engine::MemoryStore;
-using txn::StoreWrite;
+using pipeline::StoreWrite;
 
 StoreWrite set(std::string k, std::string v) {
   return {StoreWrite::Kind::kSet, std::move(k), std::move(v)};
@@ -94,7 +94,7 @@ TEST(MemoryStore, KeySetAndClearedInOneBatchIsGarbageCollected) {
 TEST(MemoryEngine, MemoryStaysBoundedUnderALongQueueChurn) {
   auto store = std::make_unique<MemoryStore>();
   MemoryStore* raw = store.get();
-  Database db(txn::make_pipeline_engine(std::move(store), {}), "memory:");
+  Database db(pipeline::make_pipeline_engine(std::move(store), {}), "memory:");
   auto item = [](int i) { return "q/" + std::to_string(1000000 + i); };
   for (int i = 0; i < 10; ++i) db.run([&](Transaction& tr) { tr.set(item(i), "payload"); });
   for (int i = 10; i < 20000; ++i) {
@@ -113,7 +113,7 @@ TEST(MemoryEngine, MemoryStaysBoundedUnderALongQueueChurn) {
 TEST(MemoryEngine, AnOpenTransactionPinsItsVersionUntilReleased) {
   auto store = std::make_unique<MemoryStore>();
   MemoryStore* raw = store.get();
-  Database db(txn::make_pipeline_engine(std::move(store), {}), "memory:");
+  Database db(pipeline::make_pipeline_engine(std::move(store), {}), "memory:");
   db.run([](Transaction& tr) { tr.set("k", "0"); });
   Transaction reader = db.create_transaction();
   EXPECT_EQ(reader.get("k"), "0");
@@ -128,14 +128,14 @@ TEST(MemoryEngine, AnOpenTransactionPinsItsVersionUntilReleased) {
 }
 
 // A real MemoryStore whose apply() waits at a gate, so commits pile up behind a batch in flight.
-class GatedStore final : public txn::VersionedStore {
+class GatedStore final : public pipeline::VersionedStore {
  public:
   Version latest_version() const override { return inner_.latest_version(); }
-  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
+  std::shared_ptr<const pipeline::StoreSnapshot> snapshot() const override {
     ++snapshots_;
     return inner_.snapshot();
   }
-  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+  void apply(Version version, const std::vector<pipeline::StoreWrite>& writes) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       ++applies_;
@@ -168,7 +168,7 @@ class GatedStore final : public txn::VersionedStore {
 TEST(Pipeline, CommitsArrivingDuringABatchAreGroupedIntoTheNextBatch) {
   auto store = std::make_unique<GatedStore>();
   GatedStore* gate = store.get();
-  Database db(txn::make_pipeline_engine(std::move(store), {}), "gated");
+  Database db(pipeline::make_pipeline_engine(std::move(store), {}), "gated");
   std::thread first([&] { db.run([](Transaction& tr) { tr.set("first", "1"); }); });
   gate->wait_for_first_apply();  // batch 1 is in flight and blocked
   const int kWaiting = 7;
@@ -209,7 +209,7 @@ TEST(Pipeline, ExplicitReadConflictWithoutReadsIsCheckedFromAReadVersionTakenAtC
   // add_read_conflict_range conflicts with writes committed after that point.
   auto store = std::make_unique<GatedStore>();
   GatedStore* gate = store.get();
-  Database db(txn::make_pipeline_engine(std::move(store), {}), "gated");
+  Database db(pipeline::make_pipeline_engine(std::move(store), {}), "gated");
   std::thread writer([&] { db.run([](Transaction& tr) { tr.set("k", "1"); }); });
   gate->wait_for_first_apply();  // the write of k is in flight, not yet applied
   Transaction tr = db.create_transaction();
@@ -235,11 +235,11 @@ TEST(Pipeline, ExplicitReadConflictWithoutReadsIsCheckedFromAReadVersionTakenAtC
 }
 
 // A real MemoryStore that fails apply() with io_error while told to.
-class FailingStore final : public txn::VersionedStore {
+class FailingStore final : public pipeline::VersionedStore {
  public:
   Version latest_version() const override { return inner_.latest_version(); }
-  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override { return inner_.snapshot(); }
-  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+  std::shared_ptr<const pipeline::StoreSnapshot> snapshot() const override { return inner_.snapshot(); }
+  void apply(Version version, const std::vector<pipeline::StoreWrite>& writes) override {
     if (fail_.load()) throw Error(ErrorCode::kIoError, "injected: disk full");
     inner_.apply(version, writes);
   }
@@ -253,7 +253,7 @@ class FailingStore final : public txn::VersionedStore {
 TEST(Pipeline, StoreApplyErrorFailsTheBatchAndAppliesNothing) {
   auto store = std::make_unique<FailingStore>();
   FailingStore* raw = store.get();
-  Database db(txn::make_pipeline_engine(std::move(store), {}), "failing");
+  Database db(pipeline::make_pipeline_engine(std::move(store), {}), "failing");
   db.run([](Transaction& tr) { tr.set("a", "1"); });
   raw->fail_ = true;
   Transaction tr = db.create_transaction();
@@ -272,22 +272,22 @@ TEST(Pipeline, StoreApplyErrorFailsTheBatchAndAppliesNothing) {
 }
 
 // A real MemoryStore whose snapshot reads fail with io_error while told to.
-class FailingReadStore final : public txn::VersionedStore {
+class FailingReadStore final : public pipeline::VersionedStore {
  public:
   Version latest_version() const override { return inner_.latest_version(); }
-  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
+  std::shared_ptr<const pipeline::StoreSnapshot> snapshot() const override {
     return std::make_shared<Snapshot>(inner_.snapshot(), &fail_);
   }
-  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+  void apply(Version version, const std::vector<pipeline::StoreWrite>& writes) override {
     inner_.apply(version, writes);
   }
   void forget_before(Version version) override { inner_.forget_before(version); }
   std::atomic<bool> fail_{false};
 
  private:
-  class Snapshot final : public txn::StoreSnapshot {
+  class Snapshot final : public pipeline::StoreSnapshot {
    public:
-    Snapshot(std::shared_ptr<const txn::StoreSnapshot> inner, const std::atomic<bool>* fail)
+    Snapshot(std::shared_ptr<const pipeline::StoreSnapshot> inner, const std::atomic<bool>* fail)
         : inner_(std::move(inner)), fail_(fail) {}
     Version version() const override { return inner_->version(); }
     std::optional<std::string> get(std::string_view key) const override {
@@ -301,7 +301,7 @@ class FailingReadStore final : public txn::VersionedStore {
     }
 
    private:
-    std::shared_ptr<const txn::StoreSnapshot> inner_;
+    std::shared_ptr<const pipeline::StoreSnapshot> inner_;
     const std::atomic<bool>* fail_;
   };
   MemoryStore inner_;
@@ -310,7 +310,7 @@ class FailingReadStore final : public txn::VersionedStore {
 TEST(Pipeline, StoreReadErrorWhileResolvingABatchFailsItAndLaterCommitsStillRun) {
   auto store = std::make_unique<FailingReadStore>();
   FailingReadStore* raw = store.get();
-  auto db = std::make_shared<Database>(txn::make_pipeline_engine(std::move(store), {}), "failing");
+  auto db = std::make_shared<Database>(pipeline::make_pipeline_engine(std::move(store), {}), "failing");
   db->run([](Transaction& tr) { tr.set("a", "1"); });
   raw->fail_ = true;
   Transaction tr = db->create_transaction();
@@ -339,13 +339,13 @@ TEST(Pipeline, StoreReadErrorWhileResolvingABatchFailsItAndLaterCommitsStillRun)
 
 // A real MemoryStore whose next snapshot(), once armed, is held at a gate, after taking the
 // snapshot (default) or before.
-class PausingSnapshotStore final : public txn::VersionedStore {
+class PausingSnapshotStore final : public pipeline::VersionedStore {
  public:
   explicit PausingSnapshotStore(bool pause_before_taking = false)
       : pause_before_taking_(pause_before_taking) {}
   Version latest_version() const override { return inner_.latest_version(); }
-  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override {
-    std::shared_ptr<const txn::StoreSnapshot> snap;
+  std::shared_ptr<const pipeline::StoreSnapshot> snapshot() const override {
+    std::shared_ptr<const pipeline::StoreSnapshot> snap;
     if (!pause_before_taking_) snap = inner_.snapshot();
     if (armed_.exchange(false)) {
       std::unique_lock<std::mutex> lock(mu_);
@@ -356,7 +356,7 @@ class PausingSnapshotStore final : public txn::VersionedStore {
     if (pause_before_taking_) snap = inner_.snapshot();
     return snap;
   }
-  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override {
+  void apply(Version version, const std::vector<pipeline::StoreWrite>& writes) override {
     inner_.apply(version, writes);
   }
   void forget_before(Version version) override { inner_.forget_before(version); }
@@ -384,7 +384,7 @@ class PausingSnapshotStore final : public txn::VersionedStore {
 TEST(Pipeline, WatchRegisteredWhileAWriteCommitsIsNotMissed) {
   auto store = std::make_unique<PausingSnapshotStore>();
   PausingSnapshotStore* raw = store.get();
-  Database db(txn::make_pipeline_engine(std::move(store), {}), "pausing");
+  Database db(pipeline::make_pipeline_engine(std::move(store), {}), "pausing");
   db.run([](Transaction& tr) { tr.set("k", "0"); });
   Transaction tr = db.create_transaction();
   ASSERT_EQ(tr.get("k"), "0");
@@ -403,7 +403,7 @@ TEST(Pipeline, WatchRegisteredWhileAWriteCommitsIsNotMissed) {
 TEST(Pipeline, WatchOnAVersionstampedValueSeesAChangeRightAfterTheCommit) {
   auto store = std::make_unique<PausingSnapshotStore>(/*pause_before_taking=*/true);
   PausingSnapshotStore* raw = store.get();
-  Database db(txn::make_pipeline_engine(std::move(store), {}), "pausing");
+  Database db(pipeline::make_pipeline_engine(std::move(store), {}), "pausing");
   Transaction tr = db.create_transaction();
   tr.set_versionstamped_value("k", std::string(10, '\0') + std::string(4, '\0'));
   Watch w = tr.watch("k");
@@ -436,20 +436,20 @@ TEST(Pipeline, ClosingTheDatabaseFailsPendingWatches) {
 }
 
 TEST(Pipeline, RejectsBadOptions) {
-  EXPECT_THROW(txn::make_pipeline_engine(std::make_unique<MemoryStore>(),
+  EXPECT_THROW(pipeline::make_pipeline_engine(std::make_unique<MemoryStore>(),
                                          {.mvcc_window = std::chrono::milliseconds(0)}),
                Error);
   EXPECT_THROW(
-      txn::make_pipeline_engine(std::make_unique<MemoryStore>(), {.max_batch_transactions = 0}),
+      pipeline::make_pipeline_engine(std::make_unique<MemoryStore>(), {.max_batch_transactions = 0}),
       Error);
-  EXPECT_THROW(txn::make_pipeline_engine(nullptr, {}), Error);
-  EXPECT_THROW(txn::make_pipeline_engine(std::make_unique<MemoryStore>(),
+  EXPECT_THROW(pipeline::make_pipeline_engine(nullptr, {}), Error);
+  EXPECT_THROW(pipeline::make_pipeline_engine(std::make_unique<MemoryStore>(),
                                          {.mvcc_window = std::chrono::milliseconds::max()}),
                Error);
 }
 
 TEST(Pipeline, VersionsAdvanceAboutAMillionPerSecond) {
-  Database db(txn::make_pipeline_engine(std::make_unique<MemoryStore>(), {}), "memory:");
+  Database db(pipeline::make_pipeline_engine(std::make_unique<MemoryStore>(), {}), "memory:");
   Transaction t1 = db.create_transaction();
   t1.set("a", "1");
   t1.commit();

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kvq/kvq.h"
-#include "src/engine/fault_injection.h"
+#include "engine/testing/fault_injection.h"
 #include "support/layer_engines.h"
 #include "tools/kvq/history.h"
 

@@ -1,6 +1,6 @@
 // Tests of SkipHints (src/engine/rocksdb/skip_hints.h): when a "known empty" stretch may be learnt,
 // used, and must be forgotten.
-#include "src/engine/rocksdb/skip_hints.h"
+#include "engine/rocksdb/skip_hints.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Tests of the RocksDB VersionedStore on its own (no pipeline): versioned snapshots, range reads,
 // durability across reopen, locking, and error mapping.
-#include "src/engine/rocksdb/rocksdb_store.h"
+#include "engine/rocksdb/rocksdb_store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -24,7 +24,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using txn::StoreWrite;
+using pipeline::StoreWrite;
 
 StoreWrite set(std::string k, std::string v) {
   return {StoreWrite::Kind::kSet, std::move(k), std::move(v)};
@@ -323,14 +323,14 @@ TEST(RocksDbStore, RangeReadsMatchAModelUnderQueueLikeChurnAtOldAndNewSnapshots)
   std::mt19937 rng(7);
   using Model = std::map<std::string, std::string>;
   Model model;
-  std::vector<std::pair<std::shared_ptr<const txn::StoreSnapshot>, Model>> held;
+  std::vector<std::pair<std::shared_ptr<const pipeline::StoreSnapshot>, Model>> held;
   auto key = [](int i) {
     char buf[8];
     std::snprintf(buf, sizeof buf, "k%04d", i);
     return std::string(buf);
   };
   const std::vector<std::string> edges = {"", "k", key(100), key(500), "l", "\xff"};
-  auto check = [&](const txn::StoreSnapshot& snap, const Model& m) {
+  auto check = [&](const pipeline::StoreSnapshot& snap, const Model& m) {
     for (int probe = 0; probe < 4; ++probe) {
       std::string b = edges[rng() % edges.size()], e = edges[rng() % edges.size()];
       if (b > e) std::swap(b, e);

@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +61,25 @@ using Version = std::int64_t;
 inline constexpr std::size_t kMaxKeySize = 10'000;
 inline constexpr std::size_t kMaxValueSize = 100'000;
 inline constexpr std::size_t kMaxTransactionSize = 10'000'000;
+
+// What one transaction may hold on a database's engine (Database::limits()). A commit over either
+// bound fails with transaction_too_large and changes nothing. Layers that batch work into one
+// transaction (high-contention fulfilment, batches) fill it up to these bounds, measured with
+// Transaction::usage().
+struct TransactionLimits {
+  // Bytes of keys, values and conflict ranges, as Transaction::approximate_size() counts them.
+  // Default: kMaxTransactionSize; on etcd also below the server's --max-request-bytes.
+  std::size_t max_bytes = kMaxTransactionSize;
+  // Engine operations one commit may need: on etcd the compares plus the writes of its one Txn
+  // (the server's --max-txn-ops). Default: no bound (the embedded engines).
+  std::size_t max_operations = std::numeric_limits<std::size_t>::max();
+};
+
+// What committing a transaction now would use of its database's TransactionLimits.
+struct TransactionUsage {
+  std::size_t bytes = 0;       // approximate_size()
+  std::size_t operations = 0;  // engine operations (0 on engines without an operation bound)
+};
 
 // One key and its value, as returned by range reads.
 struct KeyValue {
@@ -194,6 +214,9 @@ class Transaction {
 
   // Bytes this transaction would send at commit (keys, values, conflict ranges).
   std::size_t approximate_size() const;
+  // What committing now would use, to compare with the database's limits(). May take a read
+  // version (no conflict). Cost: linear in the transaction's reads and writes.
+  TransactionUsage usage();
 
   explicit Transaction(std::unique_ptr<detail::TransactionState> state);
 
@@ -251,6 +274,8 @@ class Database : public std::enable_shared_from_this<Database> {
   const std::string& url() const;
   // A copy of the counters.
   DatabaseStats stats() const;
+  // What one transaction may hold on this database's engine.
+  TransactionLimits limits() const;
 
   // For engines and tests: the engine behind this database.
   const std::shared_ptr<engine::Engine>& engine() const { return engine_; }

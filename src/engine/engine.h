@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kvq/database.h"
+#include "kvq/subspace.h"
 
 namespace kvq::detail {
 class WatchState;
@@ -22,12 +23,8 @@ class WatchState;
 
 namespace kvq::engine {
 
-// A half-open key range [begin, end).
-struct KeyRange {
-  std::string begin;
-  std::string end;
-  friend bool operator==(const KeyRange&, const KeyRange&) = default;
-};
+// A half-open key range [begin, end): the public kvq::KeyRange.
+using KeyRange = kvq::KeyRange;
 
 enum class MutationType {
   kSet,                     // param1 = key, param2 = value
@@ -78,6 +75,15 @@ class Session {
   // Commits `request` (whose read_version, if not -1, is this session's). Throws not_committed,
   // commit_unknown_result, transaction_too_old, ...
   virtual CommitResult commit(CommitRequest request) = 0;
+  // How many of the engine's TransactionLimits::max_operations a commit with these read conflicts
+  // (merged, as commit() receives them) and mutations would need. Engines without an operation
+  // bound return 0.
+  virtual std::size_t operations(const std::vector<KeyRange>& read_conflicts,
+                                 const std::vector<Mutation>& mutations) {
+    (void)read_conflicts;
+    (void)mutations;
+    return 0;
+  }
 };
 
 class Engine {
@@ -92,6 +98,9 @@ class Engine {
                      std::shared_ptr<detail::WatchState> state) = 0;
   // Number of commit batches the engine has applied (group commit shows as batches < commits).
   virtual std::uint64_t commit_batches() const = 0;
+  // What one transaction may hold on this engine. Default: FoundationDB's limits, no operation
+  // bound.
+  virtual TransactionLimits limits() const { return {}; }
 };
 
 }  // namespace kvq::engine

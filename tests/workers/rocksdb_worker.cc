@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "src/engine/rocksdb/rocksdb_store.h"
+#include "engine/rocksdb/rocksdb_store.h"
 #include "kvq/database.h"
 #include "kvq/error.h"
 

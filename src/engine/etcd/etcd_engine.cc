@@ -22,7 +22,7 @@
 #include "rpc.pb.h"
 
 #if __has_include("txn/watch_state.h")
-#include "txn/watch_state.h"
+#include "engine/watch_state.h"
 #define KVQ_ETCD_HAVE_WATCH_STATE 1
 #endif
 

@@ -1,10 +1,10 @@
-#include "src/engine/memory/memory_store.h"
+#include "engine/memory/memory_store.h"
 
 #include <mutex>
 
 namespace kvq::engine {
 
-class MemoryStore::Snapshot final : public txn::StoreSnapshot {
+class MemoryStore::Snapshot final : public pipeline::StoreSnapshot {
  public:
   Snapshot(const MemoryStore* store, Version version) : store_(store), version_(version) {}
 
@@ -66,7 +66,7 @@ const MemoryStore::Entry* MemoryStore::visible(const Chain& chain, Version versi
 
 Version MemoryStore::latest_version() const { return latest_.load(std::memory_order_acquire); }
 
-std::shared_ptr<const txn::StoreSnapshot> MemoryStore::snapshot() const {
+std::shared_ptr<const pipeline::StoreSnapshot> MemoryStore::snapshot() const {
   return std::make_shared<Snapshot>(this, latest_.load(std::memory_order_acquire));
 }
 
@@ -83,27 +83,27 @@ void MemoryStore::append(const std::string& key, Chain& chain, Version version,
   if (chain.size() > 1 || !chain.back().value) superseded_.emplace_back(version, key);
 }
 
-void MemoryStore::apply(Version version, const std::vector<txn::StoreWrite>& writes) {
+void MemoryStore::apply(Version version, const std::vector<pipeline::StoreWrite>& writes) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (version <= latest_.load(std::memory_order_relaxed)) {
     throw Error(ErrorCode::kInternalError, "memory store: versions must increase");
   }
-  for (const txn::StoreWrite& w : writes) {
+  for (const pipeline::StoreWrite& w : writes) {
     switch (w.kind) {
-      case txn::StoreWrite::Kind::kSet: {
+      case pipeline::StoreWrite::Kind::kSet: {
         auto it = data_.find(w.key);
         if (it == data_.end()) it = data_.emplace(w.key, Chain{}).first;
         append(it->first, it->second, version, w.value);
         break;
       }
-      case txn::StoreWrite::Kind::kClear: {
+      case pipeline::StoreWrite::Kind::kClear: {
         auto it = data_.find(w.key);
         if (it != data_.end() && it->second.back().value) {
           append(it->first, it->second, version, std::nullopt);
         }
         break;
       }
-      case txn::StoreWrite::Kind::kClearRange: {
+      case pipeline::StoreWrite::Kind::kClearRange: {
         if (!(w.key < w.value)) break;
         auto hi = data_.lower_bound(w.value);
         for (auto it = data_.lower_bound(w.key); it != hi; ++it) {

@@ -22,19 +22,19 @@
 #include <utility>
 #include <vector>
 
-#include "src/txn/versioned_store.h"
+#include "engine/pipeline/versioned_store.h"
 
 namespace kvq::engine {
 
-class MemoryStore final : public txn::VersionedStore {
+class MemoryStore final : public pipeline::VersionedStore {
  public:
   MemoryStore() = default;
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
 
   Version latest_version() const override;
-  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override;
-  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override;
+  std::shared_ptr<const pipeline::StoreSnapshot> snapshot() const override;
+  void apply(Version version, const std::vector<pipeline::StoreWrite>& writes) override;
   void forget_before(Version version) override;
 
   // For tests: the number of keys held (live or with pending versions) and of chain entries.

@@ -1,10 +1,10 @@
-#include "src/engine/rocksdb/rocksdb_engine.h"
+#include "engine/rocksdb/rocksdb_engine.h"
 
 #include <utility>
 
 #include "kvq/error.h"
-#include "src/engine/rocksdb/rocksdb_store.h"
-#include "src/txn/commit_pipeline.h"
+#include "engine/rocksdb/rocksdb_store.h"
+#include "engine/pipeline/commit_pipeline.h"
 
 namespace kvq::engine {
 
@@ -27,13 +27,13 @@ std::shared_ptr<Engine> open_rocksdb(const std::string& path,
     }
     rest.erase(it);
   }
-  txn::PipelineOptions pipeline_options = txn::pipeline_options_from_query(rest);
+  pipeline::PipelineOptions pipeline_options = pipeline::pipeline_options_from_query(rest);
   if (!rest.empty()) {
     throw Error(ErrorCode::kConnectionStringInvalid,
                 "rocksdb: unknown option '" + rest.begin()->first +
                     "' (known: sync, mvcc_window_ms)");
   }
-  return txn::make_pipeline_engine(rocksdb_engine::RocksDbStore::open(path, store_options),
+  return pipeline::make_pipeline_engine(rocksdb_engine::RocksDbStore::open(path, store_options),
                                    pipeline_options);
 }
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "src/engine/engine.h"
+#include "engine/engine.h"
 
 namespace kvq::engine {
 

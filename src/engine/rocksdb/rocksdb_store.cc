@@ -1,4 +1,4 @@
-#include "src/engine/rocksdb/rocksdb_store.h"
+#include "engine/rocksdb/rocksdb_store.h"
 
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "kvq/error.h"
-#include "src/engine/rocksdb/skip_hints.h"
+#include "engine/rocksdb/skip_hints.h"
 
 namespace kvq::engine::rocksdb_engine {
 namespace {
@@ -111,7 +111,7 @@ Version read_version(const DbHandle& db, const rocksdb::Snapshot* snapshot) {
   return decode_version(value, db.path());
 }
 
-class RocksDbSnapshot : public txn::StoreSnapshot {
+class RocksDbSnapshot : public pipeline::StoreSnapshot {
  public:
   RocksDbSnapshot(std::shared_ptr<DbHandle> db, std::shared_ptr<SkipHints> hints,
                   const rocksdb::Snapshot* snapshot, Version version)
@@ -288,7 +288,7 @@ Version RocksDbStore::latest_version() const {
   return latest_version_.load(std::memory_order_acquire);
 }
 
-std::shared_ptr<const txn::StoreSnapshot> RocksDbStore::snapshot() const {
+std::shared_ptr<const pipeline::StoreSnapshot> RocksDbStore::snapshot() const {
   const rocksdb::Snapshot* snap = db_->db()->GetSnapshot();
   if (snap == nullptr) {
     throw Error(ErrorCode::kInternalError, "rocksdb: GetSnapshot failed on " + path_);
@@ -309,7 +309,7 @@ std::shared_ptr<const txn::StoreSnapshot> RocksDbStore::snapshot() const {
   return std::make_shared<RocksDbSnapshot>(db_, hints_, snap, version);
 }
 
-void RocksDbStore::apply(Version version, const std::vector<txn::StoreWrite>& writes) {
+void RocksDbStore::apply(Version version, const std::vector<pipeline::StoreWrite>& writes) {
   const Version latest = latest_version();
   if (version <= latest) {
     throw Error(ErrorCode::kInvalidArgument, "rocksdb: apply at version " +
@@ -319,16 +319,16 @@ void RocksDbStore::apply(Version version, const std::vector<txn::StoreWrite>& wr
   rocksdb::WriteBatch batch;
   rocksdb::Status s;
   std::set<std::string_view> batch_puts;  // keys set earlier in this batch (for clear ranges)
-  for (const txn::StoreWrite& w : writes) {
+  for (const pipeline::StoreWrite& w : writes) {
     switch (w.kind) {
-      case txn::StoreWrite::Kind::kSet:
+      case pipeline::StoreWrite::Kind::kSet:
         s = batch.Put(db_->data(), to_slice(w.key), to_slice(w.value));
         batch_puts.insert(w.key);
         break;
-      case txn::StoreWrite::Kind::kClear:
+      case pipeline::StoreWrite::Kind::kClear:
         s = batch.Delete(db_->data(), to_slice(w.key));
         break;
-      case txn::StoreWrite::Kind::kClearRange:
+      case pipeline::StoreWrite::Kind::kClearRange:
         if (w.key < w.value) s = add_clear_range(batch, w.key, w.value, batch_puts);
         break;
     }
@@ -339,8 +339,8 @@ void RocksDbStore::apply(Version version, const std::vector<txn::StoreWrite>& wr
   if (!s.ok()) throw_status(s, "building a batch for " + path_);
 
   std::vector<std::string_view> put_keys;
-  for (const txn::StoreWrite& w : writes) {
-    if (w.kind == txn::StoreWrite::Kind::kSet) put_keys.push_back(w.key);
+  for (const pipeline::StoreWrite& w : writes) {
+    if (w.kind == pipeline::StoreWrite::Kind::kSet) put_keys.push_back(w.key);
   }
   hints_->begin_write(put_keys);
   rocksdb::WriteOptions wo;

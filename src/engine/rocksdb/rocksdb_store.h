@@ -36,7 +36,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/txn/versioned_store.h"
+#include "engine/pipeline/versioned_store.h"
 
 namespace rocksdb {
 class Status;
@@ -59,7 +59,7 @@ struct RocksDbStoreOptions {
 class DbHandle;   // Owns the rocksdb::DB; shared by the store and its snapshots.
 class SkipHints;  // Lets range reads seek past deleted keys (skip_hints.h).
 
-class RocksDbStore : public txn::VersionedStore {
+class RocksDbStore : public pipeline::VersionedStore {
  public:
   // Opens (creating it if missing and allowed) the database in directory `path` and recovers the
   // latest applied version. Throws kvq::Error:
@@ -86,14 +86,14 @@ class RocksDbStore : public txn::VersionedStore {
   // shows (while an apply() is returning it may be one ahead of latest_version()). Reads
   // through it are thread-safe; they throw kvq::Error (io_error, corruption) if RocksDB fails.
   // The RocksDB snapshot is released when the last shared_ptr copy is destroyed. Thread-safe.
-  std::shared_ptr<const txn::StoreSnapshot> snapshot() const override;
+  std::shared_ptr<const pipeline::StoreSnapshot> snapshot() const override;
 
   // Applies `writes` in order as ONE RocksDB WriteBatch together with the new "version" key, with
   // WriteOptions::sync = options.sync: when it returns the batch is durable (see
   // RocksDbStoreOptions::sync). Throws invalid_argument if version <= latest_version(); io_error,
   // database_full (no space) or corruption from RocksDB, with nothing applied. Must not be called
   // concurrently with itself (the pipeline calls it from one thread at a time).
-  void apply(Version version, const std::vector<txn::StoreWrite>& writes) override;
+  void apply(Version version, const std::vector<pipeline::StoreWrite>& writes) override;
 
   // No-op: RocksDB keeps old data exactly as long as a live snapshot needs it.
   void forget_before(Version version) override;

@@ -1,4 +1,4 @@
-#include "src/engine/rocksdb/skip_hints.h"
+#include "engine/rocksdb/skip_hints.h"
 
 #include <algorithm>
 

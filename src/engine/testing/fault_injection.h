@@ -21,7 +21,7 @@
 #include <mutex>
 #include <random>
 
-#include "src/engine/engine.h"
+#include "engine/engine.h"
 
 namespace kvq::engine {
 
@@ -45,6 +45,7 @@ class FaultInjectionEngine final : public Engine,
   void watch(std::string key, std::optional<std::string> value_seen, Version version,
              std::shared_ptr<detail::WatchState> state) override;
   std::uint64_t commit_batches() const override;
+  TransactionLimits limits() const override;
 
   // Changes the probabilities (e.g. to turn faults off for a final check). Thread-safe.
   void set_options(FaultInjectionOptions options);

@@ -10,9 +10,10 @@
 #include <thread>
 
 #include "kvq/database.h"
-#include "src/engine/engine.h"
-#include "src/txn/key_util.h"
-#include "src/txn/watch_state.h"
+#include "engine/engine.h"
+#include "common/bytes.h"
+#include "common/random.h"
+#include "engine/watch_state.h"
 
 namespace kvq {
 namespace detail {
@@ -20,8 +21,8 @@ namespace detail {
 using engine::KeyRange;
 using engine::Mutation;
 using engine::MutationType;
-using txn::atomic_add_bytes;
-using txn::key_after;
+using common::add_le;
+using common::key_after;
 
 struct DatabaseCounters {
   std::atomic<std::uint64_t> commits{0};
@@ -62,33 +63,6 @@ void check_value(std::size_t size) {
 
 void check_range(std::string_view begin, std::string_view end) {
   if (begin > end) throw Error(ErrorCode::kInvertedRange, "range begin is after its end");
-}
-
-// Sorts and merges overlapping or touching ranges; drops empty ones.
-std::vector<KeyRange> coalesce(std::vector<KeyRange> ranges) {
-  if (ranges.size() <= 1) {
-    if (ranges.size() == 1 && !(ranges[0].begin < ranges[0].end)) ranges.clear();
-    return ranges;
-  }
-  std::sort(ranges.begin(), ranges.end(),
-            [](const KeyRange& a, const KeyRange& b) { return a.begin < b.begin; });
-  std::vector<KeyRange> out;
-  out.reserve(ranges.size());
-  for (KeyRange& r : ranges) {
-    if (!(r.begin < r.end)) continue;
-    if (!out.empty() && r.begin <= out.back().end) {
-      if (out.back().end < r.end) out.back().end = std::move(r.end);
-    } else {
-      out.push_back(std::move(r));
-    }
-  }
-  return out;
-}
-
-std::uint64_t random_u64() {
-  thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                   std::hash<std::thread::id>{}(std::this_thread::get_id()));
-  return rng();
 }
 
 }  // namespace
@@ -228,11 +202,11 @@ class TransactionState {
       LocalWrite& w = it->second;
       switch (w.kind) {
         case WriteKind::kSet:
-          w.value = atomic_add_bytes(w.value, operand);
+          w.value = add_le(w.value, operand);
           break;
         case WriteKind::kClear:
           w.kind = WriteKind::kSet;
-          w.value = atomic_add_bytes(std::nullopt, operand);
+          w.value = add_le(std::nullopt, operand);
           break;
         case WriteKind::kAdd:
           w.operands.emplace_back(operand);
@@ -244,7 +218,7 @@ class TransactionState {
     } else if (in_cleared(key)) {
       LocalWrite& w = writes_[std::string(key)];
       w.kind = WriteKind::kSet;
-      w.value = atomic_add_bytes(std::nullopt, operand);
+      w.value = add_le(std::nullopt, operand);
     } else {
       LocalWrite& w = writes_[std::string(key)];
       w.kind = WriteKind::kAdd;
@@ -337,8 +311,8 @@ class TransactionState {
       // add_read_conflict_range) takes its read version now, so the ranges are checked.
       request.read_version =
           has_read_version_ || !read_conflicts_.empty() ? session().read_version() : -1;
-      request.read_conflicts = coalesce(std::move(read_conflicts_));
-      request.write_conflicts = coalesce(std::move(write_conflicts_));
+      request.read_conflicts = common::merge_ranges(std::move(read_conflicts_));
+      request.write_conflicts = common::merge_ranges(std::move(write_conflicts_));
       request.mutations = std::move(mutations_);
       engine::CommitResult result = session().commit(std::move(request));
       committed_version_ = result.version;
@@ -388,7 +362,7 @@ class TransactionState {
         std::chrono::duration_cast<microseconds>(options_.max_retry_delay).count();
     std::int64_t delay = std::min<std::int64_t>(cap, std::int64_t{1000} << std::min(retries_, 20));
     if (delay > 0) {
-      delay = delay / 2 + static_cast<std::int64_t>(random_u64() % (delay / 2 + 1));
+      delay = delay / 2 + static_cast<std::int64_t>(common::random_u64() % (delay / 2 + 1));
       if (options_.timeout.count() > 0) {
         auto remaining = std::chrono::duration_cast<microseconds>(start_ + options_.timeout -
                                                                   std::chrono::steady_clock::now());
@@ -414,6 +388,12 @@ class TransactionState {
   }
   const TransactionOptions& options() const { return options_; }
   std::size_t approximate_size() const { return size_; }
+
+  TransactionUsage usage() {
+    check_usable();
+    return TransactionUsage{
+        size_, session().operations(common::merge_ranges(read_conflicts_), mutations_)};
+  }
 
  private:
   enum class WriteKind { kSet, kClear, kAdd, kStampedValue };
@@ -576,7 +556,7 @@ class TransactionState {
                   std::string("versionstamped ") + what + " lacks its 4-byte offset");
     }
     const std::size_t size = with_offset.size() - 4;
-    const std::uint32_t offset = txn::read_u32_le(with_offset.substr(size));
+    const std::uint32_t offset = common::decode_le32(with_offset.substr(size));
     if (static_cast<std::uint64_t>(offset) + 10 > size) {
       throw Error(ErrorCode::kClientInvalidOperation,
                   std::string("versionstamp offset ") + std::to_string(offset) + " outside the " +
@@ -621,7 +601,7 @@ class TransactionState {
         return std::nullopt;
       case WriteKind::kAdd: {
         std::optional<std::string> v = stored;
-        for (const std::string& op : w.operands) v = atomic_add_bytes(v, op);
+        for (const std::string& op : w.operands) v = add_le(v, op);
         return v;
       }
       case WriteKind::kStampedValue:
@@ -652,7 +632,7 @@ class TransactionState {
     for (auto w = writes_.lower_bound(begin); w != writes_.end() && w->first < end; ++w) {
       if (w->second.kind != WriteKind::kAdd) covered.push_back({w->first, key_after(w->first)});
     }
-    covered = coalesce(std::move(covered));
+    covered = common::merge_ranges(std::move(covered));
     std::string cur = std::move(begin);
     for (KeyRange& r : covered) {
       if (cur < r.begin) add_read_conflict_raw(cur, std::min(r.begin, end));
@@ -709,8 +689,8 @@ class TransactionState {
     const LocalWrite& w = writes_.find(key)->second;
     const std::size_t size = w.value.size() - 4;  // validated by check_stamp_param
     std::string value = w.value.substr(0, size);
-    value.replace(txn::read_u32_le(std::string_view(w.value).substr(size)), 10, versionstamp_);
-    for (const std::string& op : w.operands) value = atomic_add_bytes(value, op);
+    value.replace(common::decode_le32(std::string_view(w.value).substr(size)), 10, versionstamp_);
+    for (const std::string& op : w.operands) value = add_le(value, op);
     return value;
   }
 
@@ -791,7 +771,7 @@ void Transaction::atomic_add(std::string_view key, std::string_view operand) {
   live(state_).atomic_add(key, operand);
 }
 void Transaction::atomic_add(std::string_view key, std::int64_t delta) {
-  live(state_).atomic_add(key, txn::int64_le(delta));
+  live(state_).atomic_add(key, common::encode_le64(delta));
 }
 void Transaction::set_versionstamped_key(std::string_view key_with_offset, std::string_view value) {
   live(state_).set_versionstamped_key(key_with_offset, value);
@@ -804,13 +784,13 @@ void Transaction::add_read_conflict_range(std::string_view begin, std::string_vi
   live(state_).add_read_conflict_range(begin, end);
 }
 void Transaction::add_read_conflict_key(std::string_view key) {
-  live(state_).add_read_conflict_range(key, txn::key_after(key));
+  live(state_).add_read_conflict_range(key, common::key_after(key));
 }
 void Transaction::add_write_conflict_range(std::string_view begin, std::string_view end) {
   live(state_).add_write_conflict_range(begin, end);
 }
 void Transaction::add_write_conflict_key(std::string_view key) {
-  live(state_).add_write_conflict_range(key, txn::key_after(key));
+  live(state_).add_write_conflict_range(key, common::key_after(key));
 }
 Version Transaction::get_read_version() { return live(state_).get_read_version(); }
 Watch Transaction::watch(std::string_view key) { return live(state_).watch(key); }
@@ -824,6 +804,7 @@ void Transaction::set_options(const TransactionOptions& options) {
 }
 const TransactionOptions& Transaction::options() const { return live(state_).options(); }
 std::size_t Transaction::approximate_size() const { return live(state_).approximate_size(); }
+TransactionUsage Transaction::usage() { return live(state_).usage(); }
 
 // ---- Watch ----
 
@@ -859,6 +840,8 @@ Transaction Database::create_transaction(const TransactionOptions& options) {
 }
 
 const std::string& Database::url() const { return url_; }
+
+TransactionLimits Database::limits() const { return engine_->limits(); }
 
 DatabaseStats Database::stats() const {
   DatabaseStats s;

@@ -1,4 +1,4 @@
-#include "src/engine/fault_injection.h"
+#include "engine/testing/fault_injection.h"
 
 namespace kvq::engine {
 
@@ -36,6 +36,10 @@ class FaultInjectionEngine::FaultySession final : public Session {
     }
     return result;
   }
+  std::size_t operations(const std::vector<KeyRange>& read_conflicts,
+                         const std::vector<Mutation>& mutations) override {
+    return base_->operations(read_conflicts, mutations);
+  }
 
  private:
   std::shared_ptr<FaultInjectionEngine> owner_;
@@ -59,6 +63,8 @@ void FaultInjectionEngine::watch(std::string key, std::optional<std::string> val
 }
 
 std::uint64_t FaultInjectionEngine::commit_batches() const { return base_->commit_batches(); }
+
+TransactionLimits FaultInjectionEngine::limits() const { return base_->limits(); }
 
 void FaultInjectionEngine::set_options(FaultInjectionOptions options) {
   validate(options);

@@ -1,4 +1,4 @@
-#include "src/txn/watch_state.h"
+#include "engine/watch_state.h"
 
 namespace kvq::detail {
 

@@ -1,9 +1,9 @@
-#include "src/txn/conflict_checker.h"
+#include "engine/pipeline/conflict_checker.h"
 
 #include <algorithm>
 #include <iterator>
 
-namespace kvq::txn {
+namespace kvq::pipeline {
 
 ConflictChecker::ConflictChecker() { steps_.emplace(std::string(), 0); }
 
@@ -117,4 +117,4 @@ void ConflictChecker::collect_garbage() {
   }
 }
 
-}  // namespace kvq::txn
+}  // namespace kvq::pipeline

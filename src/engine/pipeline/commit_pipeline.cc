@@ -1,4 +1,4 @@
-#include "src/txn/commit_pipeline.h"
+#include "engine/pipeline/commit_pipeline.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "src/txn/conflict_checker.h"
-#include "src/txn/key_util.h"
-#include "src/txn/watch_state.h"
+#include "engine/pipeline/conflict_checker.h"
+#include "common/bytes.h"
+#include "engine/watch_state.h"
 
-namespace kvq::txn {
+namespace kvq::pipeline {
 namespace {
 
 using engine::CommitRequest;
@@ -38,18 +38,6 @@ std::string make_versionstamp(Version version, std::size_t order) {
   stamp[8] = static_cast<char>((order >> 8) & 0xff);
   stamp[9] = static_cast<char>(order & 0xff);
   return stamp;
-}
-
-// Replaces the 10-byte placeholder of `with_offset` (which ends in a 4-byte little-endian offset)
-// by `stamp`. Returns nullopt for a malformed parameter.
-std::optional<std::string> substitute_versionstamp(const std::string& with_offset,
-                                                   const std::string& stamp) {
-  if (with_offset.size() < 4) return std::nullopt;
-  std::string out = with_offset.substr(0, with_offset.size() - 4);
-  std::uint32_t offset = read_u32_le(std::string_view(with_offset).substr(with_offset.size() - 4));
-  if (static_cast<std::uint64_t>(offset) + 10 > out.size()) return std::nullopt;
-  out.replace(offset, 10, stamp);
-  return out;
 }
 
 // The state of keys written earlier in the batch being resolved, so atomic ops see them.
@@ -313,14 +301,14 @@ class PipelineEngine final : public engine::Engine,
       stamps[i] = make_versionstamp(version, i);
       for (const Mutation& m : req.mutations) {
         if (m.type == MutationType::kSetVersionstampedKey) {
-          std::optional<std::string> key = substitute_versionstamp(m.param1, stamps[i]);
+          std::optional<std::string> key = common::splice_versionstamp(m.param1, stamps[i]);
           if (!key) {
             malformed[i] = true;
             break;
           }
-          req.write_conflicts.push_back({*key, key_after(*key)});
+          req.write_conflicts.push_back({*key, common::key_after(*key)});
         } else if (m.type == MutationType::kSetVersionstampedValue &&
-                   !substitute_versionstamp(m.param2, stamps[i])) {
+                   !common::splice_versionstamp(m.param2, stamps[i])) {
           malformed[i] = true;
           break;
         }
@@ -370,19 +358,19 @@ class PipelineEngine final : public engine::Engine,
                 {StoreWrite::Kind::kClearRange, std::move(m.param1), std::move(m.param2)});
             break;
           case MutationType::kAddValue: {
-            std::string value = atomic_add_bytes(overlay.get(m.param1), m.param2);
+            std::string value = common::add_le(overlay.get(m.param1), m.param2);
             overlay.set(m.param1, value);
             writes.push_back({StoreWrite::Kind::kSet, std::move(m.param1), std::move(value)});
             break;
           }
           case MutationType::kSetVersionstampedKey: {
-            std::string key = *substitute_versionstamp(m.param1, stamps[i]);
+            std::string key = *common::splice_versionstamp(m.param1, stamps[i]);
             overlay.set(key, m.param2);
             writes.push_back({StoreWrite::Kind::kSet, std::move(key), std::move(m.param2)});
             break;
           }
           case MutationType::kSetVersionstampedValue: {
-            std::string value = *substitute_versionstamp(m.param2, stamps[i]);
+            std::string value = *common::splice_versionstamp(m.param2, stamps[i]);
             overlay.set(m.param1, value);
             writes.push_back({StoreWrite::Kind::kSet, std::move(m.param1), std::move(value)});
             break;
@@ -558,4 +546,4 @@ std::shared_ptr<engine::Engine> make_pipeline_engine(std::unique_ptr<VersionedSt
   return std::make_shared<PipelineEngine>(std::move(store), options);
 }
 
-}  // namespace kvq::txn
+}  // namespace kvq::pipeline

@@ -20,7 +20,7 @@
 //
 // Plugging a store in (the RocksDB engine does this):
 //   std::shared_ptr<engine::Engine> e =
-//       txn::make_pipeline_engine(std::make_unique<MyStore>(...), txn::PipelineOptions{});
+//       pipeline::make_pipeline_engine(std::make_unique<MyStore>(...), pipeline::PipelineOptions{});
 //   auto db = std::make_shared<kvq::Database>(e, url);
 //
 // Thread safety: the engine is thread-safe; each Session is used by one thread at a time.
@@ -33,10 +33,10 @@
 #include <memory>
 #include <string>
 
-#include "src/engine/engine.h"
-#include "src/txn/versioned_store.h"
+#include "engine/engine.h"
+#include "engine/pipeline/versioned_store.h"
 
-namespace kvq::txn {
+namespace kvq::pipeline {
 
 // Options of the pipeline (and so of the engines built on it).
 struct PipelineOptions {
@@ -59,6 +59,6 @@ PipelineOptions pipeline_options_from_query(std::map<std::string, std::string>& 
 std::shared_ptr<engine::Engine> make_pipeline_engine(std::unique_ptr<VersionedStore> store,
                                                      PipelineOptions options = {});
 
-}  // namespace kvq::txn
+}  // namespace kvq::pipeline
 
 #endif  // KVQ_SRC_TXN_COMMIT_PIPELINE_H_

@@ -12,7 +12,7 @@
 
 #include "kvq/database.h"
 
-namespace kvq::txn {
+namespace kvq::pipeline {
 
 // A read-only view of the store at one version. Thread-safe. Holding one pins its version's data
 // (the memory store keeps it; RocksDB keeps its snapshot) until released, so release promptly.
@@ -52,6 +52,6 @@ class VersionedStore {
   virtual void forget_before(Version version) = 0;
 };
 
-}  // namespace kvq::txn
+}  // namespace kvq::pipeline
 
 #endif  // KVQ_SRC_TXN_VERSIONED_STORE_H_

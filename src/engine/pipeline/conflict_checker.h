@@ -39,9 +39,9 @@
 #include <utility>
 #include <vector>
 
-#include "src/engine/engine.h"
+#include "engine/engine.h"
 
-namespace kvq::txn {
+namespace kvq::pipeline {
 
 // One transaction of a batch, as the checker sees it. The pointed-to vectors must outlive
 // resolve().
@@ -98,6 +98,6 @@ class ConflictChecker {
   std::uint64_t work_ = 0;
 };
 
-}  // namespace kvq::txn
+}  // namespace kvq::pipeline
 
 #endif  // KVQ_SRC_TXN_CONFLICT_CHECKER_H_

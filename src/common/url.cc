@@ -1,0 +1,53 @@
+#include "common/url.h"
+
+#include "kvq/error.h"
+
+namespace kvq::detail {
+
+namespace {
+[[noreturn]] void invalid(std::string_view url, const std::string& why) {
+  throw Error(ErrorCode::kConnectionStringInvalid,
+              "'" + std::string(url) + "': " + why +
+                  " (expected memory:, rocksdb:/path or etcd://host:port[,host:port])");
+}
+}  // namespace
+
+ParsedUrl parse_url(std::string_view url) {
+  ParsedUrl out;
+  const std::size_t colon = url.find(':');
+  if (colon == std::string_view::npos || colon == 0) invalid(url, "no scheme");
+  for (char ch : url.substr(0, colon)) {
+    const bool ok =
+        (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.';
+    if (!ok) invalid(url, "malformed scheme");
+  }
+  out.scheme = std::string(url.substr(0, colon));
+  std::string_view rest = url.substr(colon + 1);
+  const std::size_t q = rest.find('?');
+  out.body = std::string(rest.substr(0, q));
+  if (q == std::string_view::npos) return out;
+  std::string_view query = rest.substr(q + 1);
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    std::string_view item = query.substr(0, amp);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) invalid(url, "malformed query parameter");
+    std::string key(item.substr(0, eq));
+    if (!out.query.emplace(key, std::string(item.substr(eq + 1))).second) {
+      invalid(url, "query parameter '" + key + "' given twice");
+    }
+    if (amp == std::string_view::npos) break;
+    query = query.substr(amp + 1);
+    if (query.empty()) invalid(url, "trailing '&'");
+  }
+  return out;
+}
+
+void reject_unknown_options(const ParsedUrl& url, const std::map<std::string, std::string>& query) {
+  if (!query.empty()) {
+    throw Error(ErrorCode::kConnectionStringInvalid,
+                "unknown option '" + query.begin()->first + "' for scheme '" + url.scheme + "'");
+  }
+}
+
+}  // namespace kvq::detail
