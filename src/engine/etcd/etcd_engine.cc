@@ -1081,6 +1081,18 @@ class EtcdSession : public Session {
     return response;
   }
 
+  // Compares plus Txn operations a commit of these reads and writes would send (the sequencer put
+  // and the compaction probe counted as one each), to compare with --max-txn-ops.
+  std::size_t operations(const std::vector<KeyRange>& read_conflicts,
+                         const std::vector<Mutation>& mutations) override {
+    CommitRequest request;
+    request.read_version = revision_;
+    request.read_conflicts = read_conflicts;
+    const std::size_t compares = conflict_compares(request).size();
+    const Collapsed collapsed = collapse(mutations, "");
+    return compares + write_ops(collapsed).size() + 2;
+  }
+
   // The compares that fail iff a read-conflict range was written after the read version.
   std::vector<pb::Compare> conflict_compares(const CommitRequest& request) {
     std::vector<pb::Compare> out;
@@ -1297,6 +1309,12 @@ void EtcdEngine::watch(std::string key, std::optional<std::string> value_seen, V
 std::uint64_t EtcdEngine::commit_batches() const { return impl_->batches(); }
 
 const EtcdOptions& EtcdEngine::options() const { return impl_->options(); }
+
+TransactionLimits EtcdEngine::limits() const {
+  TransactionLimits limits;
+  limits.max_operations = static_cast<std::size_t>(impl_->options().max_txn_ops);
+  return limits;
+}
 
 std::shared_ptr<Engine> open_etcd(std::string_view url) {
   return std::make_shared<EtcdEngine>(parse_etcd_url(url));

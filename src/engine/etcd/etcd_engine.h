@@ -99,6 +99,8 @@ class EtcdEngine : public Engine {
              std::shared_ptr<detail::WatchState> state) override;
   // Number of successful etcd Txns that wrote something (etcd has no group commit).
   std::uint64_t commit_batches() const override;
+  // max_operations is the cluster's --max-txn-ops (URL option max_txn_ops=).
+  TransactionLimits limits() const override;
 
   const EtcdOptions& options() const;
 
