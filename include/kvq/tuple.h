@@ -164,7 +164,7 @@ class Tuple {
   friend std::strong_ordering operator<=>(const Tuple& a, const Tuple& b);
 
  private:
-  friend class TupleDecoder;  // builds elements_ in place (src/tuple/tuple.cc)
+  friend class TupleDecoder;  // builds elements_ in place (src/tuple/tuple_codec.h)
   std::vector<TupleElement> elements_;
 };
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Fails on anything that breaks the code's habits (docs/architecture.md):
+#   1. an include against the direction of the layers (a file includes only from its own folder
+#      or a folder below it in the order in docs/architecture.md);
+#   2. a file in src/ or tools/ longer than 500 lines;
+#   3. a file not formatted by clang-format (the root .clang-format);
+#   4. a clang-tidy finding (.clang-tidy: functions over 60 lines, bugprone-*), on src/ and tools/.
+# Usage: scripts/check-style.sh BUILD_DIR   (a configured build with compile_commands.json)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${1:?usage: scripts/check-style.sh BUILD_DIR}
+failed=0
+fail() { echo "check-style: $*" >&2; failed=1; }
+
+# The layers from top to bottom. A folder may include its own headers and those of any folder
+# listed after it (engines of one line may not include each other).
+layers=(
+  "tools/kvq"
+  "layers"
+  "layers/contention"
+  "client"
+  "engine/memory engine/rocksdb engine/etcd engine/testing"
+  "engine/pipeline"
+  "engine"
+  "tuple"
+  "common"
+)
+rank_of() {  # rank_of FOLDER -> index in layers, or -1
+  local i
+  for i in "${!layers[@]}"; do
+    for f in ${layers[$i]}; do [ "$f" = "$1" ] && { echo "$i"; return; }; done
+  done
+  echo -1
+}
+
+check_includes() {
+  local file dir own rank inc inc_dir inc_rank
+  while IFS= read -r file; do
+    dir=$(dirname "$file"); own=${dir#src/}
+    rank=$(rank_of "$own")
+    [ "$rank" -ge 0 ] || { fail "$file: folder $own is not in the layer list"; continue; }
+    while IFS= read -r inc; do
+      inc_dir=$(dirname "${inc#src/}")
+      [ "$inc_dir" = "$own" ] && continue
+      inc_rank=$(rank_of "$inc_dir")
+      if [ "$inc_rank" -lt 0 ] || [ "$inc_rank" -le "$rank" ]; then
+        fail "$file includes \"$inc\": against the direction of the layers"
+      fi
+    done < <(grep -oE '^#include "[^"]+"' "$file" | sed -E 's/#include "(.*)"/\1/' |
+             grep -vE '^kvq/|\.pb\.h$' || true)
+  done < <(git ls-files 'src/*.h' 'src/*.cc' 'tools/*.h' 'tools/*.cc')
+}
+
+check_file_lengths() {
+  local file lines
+  while IFS= read -r file; do
+    lines=$(wc -l < "$file")
+    [ "$lines" -le 500 ] || fail "$file: $lines lines (at most 500)"
+  done < <(git ls-files 'src/*.h' 'src/*.cc' 'tools/*.h' 'tools/*.cc')
+}
+
+check_format() {
+  local file
+  while IFS= read -r file; do
+    clang-format --dry-run --Werror "$file" >/dev/null 2>&1 ||
+      fail "$file: not clang-formatted (clang-format -i $file)"
+  done < <(git ls-files '*.h' '*.cc' | grep -v '^tests/install_consumer/' || true)
+}
+
+check_tidy() {
+  local log
+  log=$(mktemp)
+  git ls-files 'src/*.cc' 'tools/*.cc' |
+    xargs -P "$(nproc)" -n 4 clang-tidy -p "$build_dir" --quiet >"$log" 2>&1 || true
+  if grep -qE '(warning|error):' "$log"; then
+    grep -E '(warning|error):' "$log" | sort -u | sed 's/^/check-style: clang-tidy: /' >&2
+    failed=1
+  fi
+  rm -f "$log"
+}
+
+check_includes
+check_file_lengths
+check_format
+check_tidy
+if [ "$failed" -ne 0 ]; then
+  echo "check-style: FAILED" >&2
+  exit 1
+fi
+echo "check-style: passed (include direction, file length, clang-format, clang-tidy)"
