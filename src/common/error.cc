@@ -24,68 +24,51 @@ bool Error::retryable() const noexcept {
 
 bool Error::maybe_committed() const noexcept { return code_ == ErrorCode::kCommitUnknownResult; }
 
+namespace {
+
+// Every ErrorCode with its name, as FoundationDB names its errors.
+struct NamedCode {
+  ErrorCode code;
+  std::string_view name;
+};
+constexpr NamedCode kErrorNames[] = {
+    {ErrorCode::kTimedOut, "timed_out"},
+    {ErrorCode::kTransactionTooOld, "transaction_too_old"},
+    {ErrorCode::kFutureVersion, "future_version"},
+    {ErrorCode::kNotCommitted, "not_committed"},
+    {ErrorCode::kCommitUnknownResult, "commit_unknown_result"},
+    {ErrorCode::kTransactionCancelled, "transaction_cancelled"},
+    {ErrorCode::kConnectionFailed, "connection_failed"},
+    {ErrorCode::kTransactionTimedOut, "transaction_timed_out"},
+    {ErrorCode::kProcessBehind, "process_behind"},
+    {ErrorCode::kOperationCancelled, "operation_cancelled"},
+    {ErrorCode::kIoError, "io_error"},
+    {ErrorCode::kClientInvalidOperation, "client_invalid_operation"},
+    {ErrorCode::kKeyOutsideLegalRange, "key_outside_legal_range"},
+    {ErrorCode::kInvertedRange, "inverted_range"},
+    {ErrorCode::kInvalidOptionValue, "invalid_option_value"},
+    {ErrorCode::kUsedDuringCommit, "used_during_commit"},
+    {ErrorCode::kNoCommitVersion, "no_commit_version"},
+    {ErrorCode::kTransactionTooLarge, "transaction_too_large"},
+    {ErrorCode::kKeyTooLarge, "key_too_large"},
+    {ErrorCode::kValueTooLarge, "value_too_large"},
+    {ErrorCode::kConnectionStringInvalid, "connection_string_invalid"},
+    {ErrorCode::kUnsupportedOperation, "unsupported_operation"},
+    {ErrorCode::kUnknownError, "unknown_error"},
+    {ErrorCode::kInternalError, "internal_error"},
+    {ErrorCode::kInvalidTuple, "invalid_tuple"},
+    {ErrorCode::kKeyOutsideSubspace, "key_outside_subspace"},
+    {ErrorCode::kDatabaseInUse, "database_in_use"},
+    {ErrorCode::kDatabaseFull, "database_full"},
+    {ErrorCode::kInvalidArgument, "invalid_argument"},
+    {ErrorCode::kCorruption, "corruption"},
+};
+
+}  // namespace
+
 std::string_view error_name(ErrorCode code) noexcept {
-  switch (code) {
-    case ErrorCode::kTimedOut:
-      return "timed_out";
-    case ErrorCode::kTransactionTooOld:
-      return "transaction_too_old";
-    case ErrorCode::kFutureVersion:
-      return "future_version";
-    case ErrorCode::kNotCommitted:
-      return "not_committed";
-    case ErrorCode::kCommitUnknownResult:
-      return "commit_unknown_result";
-    case ErrorCode::kTransactionCancelled:
-      return "transaction_cancelled";
-    case ErrorCode::kConnectionFailed:
-      return "connection_failed";
-    case ErrorCode::kTransactionTimedOut:
-      return "transaction_timed_out";
-    case ErrorCode::kProcessBehind:
-      return "process_behind";
-    case ErrorCode::kOperationCancelled:
-      return "operation_cancelled";
-    case ErrorCode::kIoError:
-      return "io_error";
-    case ErrorCode::kClientInvalidOperation:
-      return "client_invalid_operation";
-    case ErrorCode::kKeyOutsideLegalRange:
-      return "key_outside_legal_range";
-    case ErrorCode::kInvertedRange:
-      return "inverted_range";
-    case ErrorCode::kInvalidOptionValue:
-      return "invalid_option_value";
-    case ErrorCode::kUsedDuringCommit:
-      return "used_during_commit";
-    case ErrorCode::kNoCommitVersion:
-      return "no_commit_version";
-    case ErrorCode::kTransactionTooLarge:
-      return "transaction_too_large";
-    case ErrorCode::kKeyTooLarge:
-      return "key_too_large";
-    case ErrorCode::kValueTooLarge:
-      return "value_too_large";
-    case ErrorCode::kConnectionStringInvalid:
-      return "connection_string_invalid";
-    case ErrorCode::kUnsupportedOperation:
-      return "unsupported_operation";
-    case ErrorCode::kUnknownError:
-      return "unknown_error";
-    case ErrorCode::kInternalError:
-      return "internal_error";
-    case ErrorCode::kInvalidTuple:
-      return "invalid_tuple";
-    case ErrorCode::kKeyOutsideSubspace:
-      return "key_outside_subspace";
-    case ErrorCode::kDatabaseInUse:
-      return "database_in_use";
-    case ErrorCode::kDatabaseFull:
-      return "database_full";
-    case ErrorCode::kInvalidArgument:
-      return "invalid_argument";
-    case ErrorCode::kCorruption:
-      return "corruption";
+  for (const NamedCode& entry : kErrorNames) {
+    if (entry.code == code) return entry.name;
   }
   return "unknown_error";
 }

@@ -14,8 +14,8 @@
 #include <system_error>
 #include <utility>
 
-#include "kvq/error.h"
 #include "engine/rocksdb/skip_hints.h"
+#include "kvq/error.h"
 
 namespace kvq::engine::rocksdb_engine {
 namespace {
@@ -66,8 +66,7 @@ Version decode_version(std::string_view bytes, const std::string& path) {
 bool is_lock_error(const rocksdb::Status& s) {
   if (!s.IsIOError() && !s.IsBusy()) return false;
   const std::string text = s.ToString();
-  return text.find("lock file") != std::string::npos ||
-         text.find("LOCK") != std::string::npos ||
+  return text.find("lock file") != std::string::npos || text.find("LOCK") != std::string::npos ||
          text.find("lock hold by current process") != std::string::npos;
 }
 
@@ -190,22 +189,17 @@ class RocksDbSnapshot : public pipeline::StoreSnapshot {
   Version version_;
 };
 
-}  // namespace
+// RocksDB creates only the last component of the path; create the parents too.
+void create_parent_directories(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) {
+    throw Error(ErrorCode::kIoError,
+                "rocksdb: cannot create directory " + path + ": " + ec.message());
+  }
+}
 
-std::unique_ptr<RocksDbStore> RocksDbStore::open(const std::string& path,
-                                                 const RocksDbStoreOptions& options) {
-  if (path.empty()) {
-    throw Error(ErrorCode::kInvalidArgument, "rocksdb: empty database path");
-  }
-  if (options.create_if_missing) {
-    // RocksDB creates only the last component of the path; create the parents too.
-    std::error_code ec;
-    std::filesystem::create_directories(path, ec);
-    if (ec) {
-      throw Error(ErrorCode::kIoError,
-                  "rocksdb: cannot create directory " + path + ": " + ec.message());
-    }
-  }
+rocksdb::Options database_options(const RocksDbStoreOptions& options) {
   rocksdb::Options db_options;
   db_options.create_if_missing = options.create_if_missing;
   db_options.create_missing_column_families = false;
@@ -213,27 +207,27 @@ std::unique_ptr<RocksDbStore> RocksDbStore::open(const std::string& path,
   db_options.keep_log_file_num = 2;
   db_options.max_manifest_file_size = 16 << 20;
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  return db_options;
+}
 
-  // Which column families exist decides whether this is a new kvq database, a kvq database, or a
-  // RocksDB database kvq did not create.
+// Which column families exist decides whether this is a new kvq database (true), a kvq database
+// (false), or a RocksDB database kvq did not create (throws corruption).
+bool is_fresh_database(const rocksdb::Options& db_options, const std::string& path) {
   std::vector<std::string> existing;
   rocksdb::Status list = rocksdb::DB::ListColumnFamilies(db_options, path, &existing);
-  bool fresh = false;
-  if (list.ok()) {
-    const bool has_meta =
-        std::find(existing.begin(), existing.end(), kMetaColumnFamily) != existing.end();
-    if (!has_meta) {
-      throw Error(ErrorCode::kCorruption,
-                  "rocksdb: " + path + " is a RocksDB database that kvq did not create (no '" +
-                      std::string(kMetaColumnFamily) + "' column family)");
-    }
-  } else {
-    // No database yet (no CURRENT file), or the directory is unreadable; DB::Open below reports
-    // which, with create_if_missing deciding whether a missing one is created.
-    fresh = true;
+  // No database yet (no CURRENT file), or the directory is unreadable; DB::Open reports which,
+  // with create_if_missing deciding whether a missing one is created.
+  if (!list.ok()) return true;
+  if (std::find(existing.begin(), existing.end(), kMetaColumnFamily) == existing.end()) {
+    throw Error(ErrorCode::kCorruption, "rocksdb: " + path +
+                                            " is a RocksDB database that kvq did not create (no '" +
+                                            std::string(kMetaColumnFamily) + "' column family)");
   }
-  db_options.create_missing_column_families = fresh;
+  return false;
+}
 
+std::shared_ptr<DbHandle> open_column_families(const rocksdb::Options& db_options,
+                                               const std::string& path) {
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(db_options)},
       {std::string(kMetaColumnFamily), rocksdb::ColumnFamilyOptions(db_options)},
@@ -250,15 +244,18 @@ std::unique_ptr<RocksDbStore> RocksDbStore::open(const std::string& path,
     }
     throw_status(s, "opening " + path);
   }
-  auto db = std::make_shared<DbHandle>(raw, std::move(handles), path);
+  return std::make_shared<DbHandle>(raw, std::move(handles), path);
+}
 
-  // Format marker: written for a new database, checked for an existing one.
+// The format marker: written for a new database, checked for an existing one.
+void check_or_write_format(DbHandle& db, const std::string& path) {
   std::string format;
-  s = db->db()->Get(rocksdb::ReadOptions(), db->meta(), to_slice(kFormatKey), &format);
+  rocksdb::Status s =
+      db.db()->Get(rocksdb::ReadOptions(), db.meta(), to_slice(kFormatKey), &format);
   if (s.IsNotFound()) {
     rocksdb::WriteOptions wo;
     wo.sync = true;
-    s = db->db()->Put(wo, db->meta(), to_slice(kFormatKey), to_slice(kFormatValue));
+    s = db.db()->Put(wo, db.meta(), to_slice(kFormatKey), to_slice(kFormatValue));
     if (!s.ok()) throw_status(s, "initialising " + path);
   } else if (!s.ok()) {
     throw_status(s, "reading the format of " + path);
@@ -267,7 +264,20 @@ std::unique_ptr<RocksDbStore> RocksDbStore::open(const std::string& path,
                                             "', this kvq reads '" + std::string(kFormatValue) +
                                             "'");
   }
+}
 
+}  // namespace
+
+std::unique_ptr<RocksDbStore> RocksDbStore::open(const std::string& path,
+                                                 const RocksDbStoreOptions& options) {
+  if (path.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "rocksdb: empty database path");
+  }
+  if (options.create_if_missing) create_parent_directories(path);
+  rocksdb::Options db_options = database_options(options);
+  db_options.create_missing_column_families = is_fresh_database(db_options, path);
+  std::shared_ptr<DbHandle> db = open_column_families(db_options, path);
+  check_or_write_format(*db, path);
   const Version recovered = read_version(*db, nullptr);
   return std::unique_ptr<RocksDbStore>(new RocksDbStore(path, options, std::move(db), recovered));
 }
