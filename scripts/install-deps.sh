@@ -9,6 +9,7 @@ packages=(
   librocksdb-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcli11-dev nlohmann-json3-dev
+  clang-format clang-tidy
   etcd-server etcd-client
 )
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies (Debian packages), builds kvq and runs every test, in three configurations:
-#   1. build/        RelWithDebInfo, warnings as errors, all engines: every test, plus an install +
-#                    find_package(kvq) consumer check and smoke runs of the demo and benchmarks.
+#   1. build/        RelWithDebInfo, warnings as errors, all engines: scripts/check-style.sh, every
+#                    test, an install + find_package(kvq) consumer check, and smoke runs of the
+#                    demo and benchmarks.
 #   2. build-asan/   AddressSanitizer + UndefinedBehaviorSanitizer, all engines: every test.
 #   3. build-tsan/   ThreadSanitizer, memory engine only: every test compiled in that build
 #                    (RocksDB and gRPC from Debian are not TSan-instrumented, so their internals
@@ -27,6 +28,8 @@ for config in $configs; do
       stamp "release build"
       bash scripts/build.sh build -DKVQ_WERROR=ON -DKVQ_BUILD_TESTS=ON -DKVQ_BUILD_BENCH=ON \
         -DKVQ_WITH_ROCKSDB=ON -DKVQ_WITH_ETCD=ON -DKVQ_SANITIZE=
+      stamp "style: include direction, file and function length, clang-format, clang-tidy"
+      bash scripts/check-style.sh build
       stamp "release tests"
       run_ctest build
       stamp "install + find_package(kvq) consumer"
@@ -39,15 +42,14 @@ for config in $configs; do
       bash scripts/build.sh build-asan -DKVQ_SANITIZE=address,undefined -DKVQ_BUILD_TESTS=ON \
         -DKVQ_BUILD_BENCH=OFF -DKVQ_WITH_ROCKSDB=ON -DKVQ_WITH_ETCD=ON
       stamp "asan+ubsan tests"
-      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        KVQ_SANITIZER_BUILD=1 run_ctest build-asan
+      run_ctest build-asan  # sanitizer options: tests/CMakeLists.txt
       ;;
     tsan)
       stamp "tsan build"
       bash scripts/build.sh build-tsan -DKVQ_SANITIZE=thread -DKVQ_BUILD_TESTS=ON -DKVQ_WITH_ROCKSDB=OFF \
         -DKVQ_WITH_ETCD=OFF -DKVQ_BUILD_BENCH=OFF
       stamp "tsan tests"
-      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 KVQ_SANITIZER_BUILD=1 run_ctest build-tsan
+      run_ctest build-tsan  # sanitizer options: tests/CMakeLists.txt
       ;;
     *) echo "unknown config $config" >&2; exit 2 ;;
   esac

@@ -27,7 +27,7 @@ long env_int(const char* name, long fallback);
 // True in sanitizer builds (-DKVQ_SANITIZE=...), where the concurrency tests use smaller default
 // sizes so that a test binary stays under a minute; KVQ_TEST_ITEMS overrides either way.
 constexpr bool kSanitizerBuild =
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef KVQ_SANITIZER_BUILD  // tests/CMakeLists.txt defines it when KVQ_SANITIZE is set
     true;
 #else
     false;
