@@ -1,12 +1,14 @@
 // kvq::open(url): dispatch on the URL scheme to an engine.
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
-#include "kvq/database.h"
-#include "engine/memory/memory_store.h"
 #include "common/url.h"
+#include "engine/memory/memory_store.h"
 #include "engine/pipeline/commit_pipeline.h"
+#include "engine/testing/fault_injection.h"
+#include "kvq/database.h"
 
 // Optional engines declare their factories in these headers:
 //   std::shared_ptr<engine::Engine> engine::open_rocksdb(const std::string& path,
@@ -23,58 +25,60 @@
 
 namespace kvq {
 
+namespace {
+
+[[noreturn]] void invalid_url(std::string_view url, const std::string& why) {
+  throw Error(ErrorCode::kConnectionStringInvalid, "'" + std::string(url) + "': " + why);
+}
+
+std::shared_ptr<engine::Engine> open_memory(const detail::ParsedUrl& parsed, std::string_view url) {
+  if (!parsed.body.empty()) invalid_url(url, "memory: takes no path (use \"memory:\")");
+  std::map<std::string, std::string> query = parsed.query;
+  pipeline::PipelineOptions options = pipeline::pipeline_options_from_query(query);
+  detail::reject_unknown_options(parsed, query);
+  return pipeline::make_pipeline_engine(std::make_unique<engine::MemoryStore>(), options);
+}
+
+std::shared_ptr<engine::Engine> open_rocksdb(const detail::ParsedUrl& parsed,
+                                             std::string_view url) {
+  if (parsed.body.empty()) invalid_url(url, "expected rocksdb:/path/to/dir");
+#ifdef KVQ_WITH_ROCKSDB
+  // engine::open_rocksdb(path, query) builds the RocksDB store under the commit pipeline.
+  return engine::open_rocksdb(parsed.body, parsed.query);
+#else
+  invalid_url(url, "this kvq was built without RocksDB (KVQ_WITH_ROCKSDB)");
+#endif
+}
+
+std::shared_ptr<engine::Engine> open_etcd(const detail::ParsedUrl& parsed, std::string_view url) {
+  if (parsed.body.rfind("//", 0) != 0 || parsed.body.size() == 2) {
+    invalid_url(url, "expected etcd://host:port[,host:port]");
+  }
+#ifdef KVQ_WITH_ETCD
+  // engine::open_etcd(endpoints, query), endpoints being "host:port[,host:port]".
+  return engine::open_etcd(parsed.body.substr(2), parsed.query);
+#else
+  invalid_url(url, "this kvq was built without etcd (KVQ_WITH_ETCD)");
+#endif
+}
+
+std::shared_ptr<engine::Engine> open_engine(const detail::ParsedUrl& parsed, std::string_view url) {
+  if (parsed.scheme == "memory") return open_memory(parsed, url);
+  if (parsed.scheme == "rocksdb") return open_rocksdb(parsed, url);
+  if (parsed.scheme == "etcd") return open_etcd(parsed, url);
+  invalid_url(url, "unknown scheme '" + parsed.scheme +
+                       "' (expected memory:, rocksdb:/path or etcd://host:port[,host:port])");
+}
+
+}  // namespace
+
 std::shared_ptr<Database> open(std::string_view url) {
   detail::ParsedUrl parsed = detail::parse_url(url);
-
-  if (parsed.scheme == "memory") {
-    if (!parsed.body.empty()) {
-      throw Error(ErrorCode::kConnectionStringInvalid,
-                  "'" + std::string(url) + "': memory: takes no path (use \"memory:\")");
-    }
-    std::map<std::string, std::string> query = parsed.query;
-    pipeline::PipelineOptions options = pipeline::pipeline_options_from_query(query);
-    detail::reject_unknown_options(parsed, query);
-    return std::make_shared<Database>(
-        pipeline::make_pipeline_engine(std::make_unique<engine::MemoryStore>(), options),
-        std::string(url));
-  }
-
-  if (parsed.scheme == "rocksdb") {
-    if (parsed.body.empty()) {
-      throw Error(ErrorCode::kConnectionStringInvalid,
-                  "'" + std::string(url) + "': expected rocksdb:/path/to/dir");
-    }
-#ifdef KVQ_WITH_ROCKSDB
-    // Dispatch point for the RocksDB engine: engine::open_rocksdb(path, query) returns a
-    // std::shared_ptr<engine::Engine> (built with pipeline::make_pipeline_engine).
-    return std::make_shared<Database>(engine::open_rocksdb(parsed.body, parsed.query),
-                                      std::string(url));
-#else
-    throw Error(
-        ErrorCode::kConnectionStringInvalid,
-        "'" + std::string(url) + "': this kvq was built without RocksDB (KVQ_WITH_ROCKSDB)");
-#endif
-  }
-
-  if (parsed.scheme == "etcd") {
-    if (parsed.body.rfind("//", 0) != 0 || parsed.body.size() == 2) {
-      throw Error(ErrorCode::kConnectionStringInvalid,
-                  "'" + std::string(url) + "': expected etcd://host:port[,host:port]");
-    }
-#ifdef KVQ_WITH_ETCD
-    // Dispatch point for the etcd engine: engine::open_etcd(endpoints, query), endpoints being
-    // "host:port[,host:port]" (the body without its leading "//").
-    return std::make_shared<Database>(engine::open_etcd(parsed.body.substr(2), parsed.query),
-                                      std::string(url));
-#else
-    throw Error(ErrorCode::kConnectionStringInvalid,
-                "'" + std::string(url) + "': this kvq was built without etcd (KVQ_WITH_ETCD)");
-#endif
-  }
-
-  throw Error(ErrorCode::kConnectionStringInvalid,
-              "'" + std::string(url) + "': unknown scheme '" + parsed.scheme +
-                  "' (expected memory:, rocksdb:/path or etcd://host:port[,host:port])");
+  // Fault-injection options apply to every engine; they are validated before anything is opened.
+  std::optional<engine::FaultInjectionOptions> faults = engine::take_fault_options(parsed.query);
+  std::shared_ptr<engine::Engine> engine = open_engine(parsed, url);
+  if (faults) engine = std::make_shared<engine::FaultInjectionEngine>(std::move(engine), *faults);
+  return std::make_shared<Database>(std::move(engine), std::string(url));
 }
 
 }  // namespace kvq

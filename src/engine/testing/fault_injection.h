@@ -1,8 +1,15 @@
-// Internal (for tests): an Engine wrapper that injects faults into commits, in the spirit of
-// LevelDB's EnvWrapper. With the configured probabilities a commit throws
-// commit_unknown_result (1021) either without reaching the wrapped engine (not applied) or after
-// the wrapped engine committed it (applied). Everything else passes through. Layers use it to
-// prove their retry loops are idempotent.
+// An Engine wrapper that injects faults, in the spirit of LevelDB's EnvWrapper, so that code built
+// on kvq (the layers, and users' own transactions) can be tested against the errors a real cluster
+// gives. With the configured probabilities:
+//   - a commit throws commit_unknown_result (1021) either without reaching the wrapped engine (not
+//     applied) or after the wrapped engine committed it (applied);
+//   - a commit throws not_committed (1020) without reaching the wrapped engine (a spurious
+//     conflict);
+//   - a read throws transaction_too_old (1007);
+//   - every commit is delayed by a fixed time.
+// Everything else passes through. Users reach it through the URL of any engine (docs/engines.md):
+//   kvq::open("memory:?unknown_result_rate=0.2&fault_seed=7")
+//   kvq::open("rocksdb:/data?conflict_rate=0.05&too_old_rate=0.01&delay_ms=2")
 //
 // Example:
 //   auto base = kvq::open("memory:");
@@ -12,14 +19,18 @@
 //   auto db = std::make_shared<kvq::Database>(faulty, "faulty-memory:");
 //
 // Thread safety: thread-safe like any Engine; the random draws are serialised.
-#ifndef KVQ_SRC_ENGINE_FAULT_INJECTION_H_
-#define KVQ_SRC_ENGINE_FAULT_INJECTION_H_
+#ifndef KVQ_SRC_ENGINE_TESTING_FAULT_INJECTION_H_
+#define KVQ_SRC_ENGINE_TESTING_FAULT_INJECTION_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "engine/engine.h"
 
@@ -30,15 +41,32 @@ struct FaultInjectionOptions {
   double unknown_not_applied = 0.0;
   // Probability that a commit fails with commit_unknown_result although it WAS applied. Default 0.
   double unknown_applied = 0.0;
+  // Probability that a commit fails with a spurious not_committed (not applied). Default 0.
+  double conflict = 0.0;
+  // Probability that a read (get or range read) fails with transaction_too_old. Default 0.
+  double too_old = 0.0;
+  // Added latency of every commit. Default 0.
+  std::chrono::milliseconds commit_delay{0};
   // Seed of the random draws (deterministic per seed for one thread). Default 1.
   std::uint64_t seed = 1;
 };
 
+// Takes the fault-injection options out of an engine URL's query parameters and returns them, or
+// nullopt if none is present (the engine is then not wrapped):
+//   unknown_result_rate=P  commit_unknown_result with probability P, half applied, half not
+//   conflict_rate=P        spurious not_committed with probability P
+//   too_old_rate=P         transaction_too_old on reads with probability P
+//   delay_ms=N             N ms of latency per commit
+//   fault_seed=N           the seed (the same faults for the same seed, for one thread)
+// Throws connection_string_invalid for a rate that is not a number in [0, 1], rates whose commit
+// faults sum over 1, or a delay or seed that is not a non-negative integer.
+std::optional<FaultInjectionOptions> take_fault_options(std::map<std::string, std::string>& query);
+
 class FaultInjectionEngine final : public Engine,
                                    public std::enable_shared_from_this<FaultInjectionEngine> {
  public:
-  // Wraps `base` (not null). Throws invalid_option_value for probabilities outside [0, 1] or
-  // summing over 1.
+  // Wraps `base` (not null). Throws invalid_option_value for probabilities outside [0, 1], commit
+  // fault probabilities summing over 1, or a negative delay.
   FaultInjectionEngine(std::shared_ptr<Engine> base, FaultInjectionOptions options);
 
   std::unique_ptr<Session> begin() override;
@@ -53,11 +81,16 @@ class FaultInjectionEngine final : public Engine,
   // Faults injected so far.
   std::uint64_t injected_not_applied() const { return not_applied_.load(); }
   std::uint64_t injected_applied() const { return applied_.load(); }
+  std::uint64_t injected_conflicts() const { return conflicts_.load(); }
+  std::uint64_t injected_too_old() const { return too_old_.load(); }
 
  private:
   class FaultySession;
-  enum class Fault { kNone, kNotApplied, kApplied };
-  Fault draw();
+  enum class Fault { kNone, kNotApplied, kApplied, kConflict };
+  // The fault of the next commit (and sleeps the configured delay).
+  Fault draw_commit();
+  // Whether the next read fails with transaction_too_old.
+  bool draw_too_old();
 
   std::shared_ptr<Engine> base_;
   std::mutex mu_;
@@ -65,8 +98,10 @@ class FaultInjectionEngine final : public Engine,
   std::mt19937_64 rng_;
   std::atomic<std::uint64_t> not_applied_{0};
   std::atomic<std::uint64_t> applied_{0};
+  std::atomic<std::uint64_t> conflicts_{0};
+  std::atomic<std::uint64_t> too_old_{0};
 };
 
 }  // namespace kvq::engine
 
-#endif  // KVQ_SRC_ENGINE_FAULT_INJECTION_H_
+#endif  // KVQ_SRC_ENGINE_TESTING_FAULT_INJECTION_H_
