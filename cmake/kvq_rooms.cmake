@@ -29,3 +29,14 @@ function(kvq_add_room name folder)
   set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   set_property(GLOBAL APPEND PROPERTY KVQ_ROOMS ${name})
 endfunction()
+
+# Defines KVQ_WITH_ROCKSDB=1 / KVQ_WITH_ETCD=1 on `target` (with `scope`: PRIVATE, PUBLIC) for the
+# engines this build has, so code can dispatch on them.
+function(kvq_define_engines target scope)
+  if(KVQ_WITH_ROCKSDB)
+    target_compile_definitions(${target} ${scope} KVQ_WITH_ROCKSDB=1)
+  endif()
+  if(KVQ_WITH_ETCD)
+    target_compile_definitions(${target} ${scope} KVQ_WITH_ETCD=1)
+  endif()
+endfunction()
