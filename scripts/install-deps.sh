@@ -9,7 +9,7 @@ packages=(
   librocksdb-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcli11-dev nlohmann-json3-dev
-  clang-format clang-tidy
+  clang-format clang-tidy clang libclang-rt-14-dev
   etcd-server etcd-client
 )
 

@@ -7,10 +7,11 @@
 #   3. build-tsan/   ThreadSanitizer, memory engine only: every test compiled in that build
 #                    (RocksDB and gRPC from Debian are not TSan-instrumented, so their internals
 #                    would report false races; their engines' tests run in 1 and 2).
+#   4. build-fuzz/   clang + libFuzzer + ASan/UBSan: every tests/fuzz target for 20 s.
 # Set KVQ_TEST_CONFIGS to a subset (e.g. "release asan") to run fewer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-configs=${KVQ_TEST_CONFIGS:-"release asan tsan"}
+configs=${KVQ_TEST_CONFIGS:-"release asan tsan fuzz"}
 jobs=$(nproc)
 start=$(date +%s)
 stamp() { echo "=== [$(( $(date +%s) - start ))s] $*"; }
@@ -50,6 +51,10 @@ for config in $configs; do
         -DKVQ_WITH_ETCD=OFF -DKVQ_BUILD_BENCH=OFF
       stamp "tsan tests"
       run_ctest build-tsan  # sanitizer options: tests/CMakeLists.txt
+      ;;
+    fuzz)
+      stamp "libFuzzer targets, 20 s each (scripts/fuzz.sh; the long run is not in CI)"
+      bash scripts/fuzz.sh --seconds 20
       ;;
     *) echo "unknown config $config" >&2; exit 2 ;;
   esac

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz/*_fuzz.cc) with clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer, and runs each on a copy of its corpus (tests/fuzz/corpus/<target>/).
+# A crash, sanitizer report or leak fails the run and leaves the input in build-fuzz/findings/.
+# Usage:
+#   scripts/fuzz.sh                 each target for 10,000,000 executions (long; not in CI)
+#   scripts/fuzz.sh --seconds 20    each target for 20 s (the test command's short run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+limit=(-runs=10000000)
+if [ "${1:-}" = "--seconds" ]; then
+  limit=(-max_total_time="${2:?--seconds needs a number}")
+fi
+bash scripts/install-deps.sh
+bash scripts/build.sh build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DKVQ_BUILD_FUZZ=ON \
+  -DKVQ_SANITIZE=address,undefined,fuzzer-no-link -DKVQ_BUILD_TESTS=OFF -DKVQ_BUILD_BENCH=OFF \
+  -DKVQ_WITH_ROCKSDB=OFF -DKVQ_WITH_ETCD=OFF
+mkdir -p build-fuzz/findings
+for fuzzer in build-fuzz/tests/fuzz/*_fuzz; do
+  name=$(basename "$fuzzer" _fuzz)
+  work=$(mktemp -d)
+  cp -r "tests/fuzz/corpus/$name/." "$work/"
+  echo "fuzz: $name (${limit[*]})"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$fuzzer" "${limit[@]}" -max_len=4096 -print_final_stats=1 \
+    -artifact_prefix=build-fuzz/findings/"$name"- "$work" 2>&1 |
+    grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)' || true
+  status=${PIPESTATUS[0]}
+  rm -rf "$work"
+  if [ "$status" -ne 0 ]; then
+    echo "fuzz: $name FAILED (exit $status); inputs in build-fuzz/findings/" >&2
+    exit 1
+  fi
+done
+echo "fuzz: every target ran clean"
