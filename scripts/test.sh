@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs dependencies (Debian packages), builds kvq and runs every test, in three configurations:
+# Installs dependencies (Debian packages), builds kvq and runs every test, in four configurations:
 #   1. build/        RelWithDebInfo, warnings as errors, all engines: scripts/check-style.sh, every
 #                    test, an install + find_package(kvq) consumer check, and smoke runs of the
 #                    demo and benchmarks.
