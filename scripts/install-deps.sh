@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything kvq needs to build and test, from Debian bookworm packages only.
+# Installs everything kvq needs to build and test, from Debian bookworm packages only, plus any
+# further packages named as arguments (scripts/bench-peers.sh names Redis and PostgreSQL).
 # Idempotent: packages already present are skipped quickly. Run as root (or with sudo available).
 set -euo pipefail
 
@@ -11,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   clang-format clang-tidy clang libclang-rt-14-dev
   etcd-server etcd-client
+  "$@"
 )
 
 missing=()
