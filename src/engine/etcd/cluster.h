@@ -1,0 +1,117 @@
+// Internal (etcd engine): what every part of one engine shares: its options, key codec, the
+// members' endpoints with the failover policy for reads and commits, and counters. Sessions,
+// the watcher, the compactor and delta folding all talk to etcd through it.
+//
+// Example:
+//   auto cluster = std::make_shared<Cluster>(parse_etcd_url(url));
+//   etcdserverpb::RangeResponse r = cluster->range(request, "get");
+#ifndef KVQ_SRC_ENGINE_ETCD_CLUSTER_H_
+#define KVQ_SRC_ENGINE_ETCD_CLUSTER_H_
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "engine/etcd/endpoint.h"
+#include "engine/etcd/etcd_options.h"
+#include "engine/etcd/key_codec.h"
+#include "engine/etcd/rpc_errors.h"
+#include "rpc.pb.h"
+
+namespace kvq::engine::etcd {
+
+// Sets `ctx`'s deadline `timeout` from now.
+void set_deadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout);
+
+// The shared state of one engine. Thread-safe.
+class Cluster {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // One endpoint per options.endpoints (none is contacted yet).
+  explicit Cluster(EtcdOptions options);
+
+  const EtcdOptions& options() const { return options_; }
+  const KeyCodec& codec() const { return codec_; }
+
+  // Runs a read-only RPC with failover: `call(stubs, ctx)` goes to the preferred endpoint and, on
+  // UNAVAILABLE / DEADLINE_EXCEEDED, to the next ones (with back-off after each round) until the
+  // failover budget is spent. Returns the last status (transport errors only after the budget).
+  template <typename Call>
+  grpc::Status read_rpc(Call&& call);
+
+  // A Range with failover; at `revision` (> 0) a serializable read, retried linearizably if the
+  // member has not applied that revision yet. Throws as throw_rpc_error.
+  etcdserverpb::RangeResponse range(etcdserverpb::RangeRequest request, std::string_view what);
+
+  // Sends a commit Txn, preferring a member whose channel is not known down. Retries on other
+  // endpoints only while the failure shows the request never left this process; any other
+  // transport failure is commit_unknown_result. Throws as throw_rpc_error.
+  etcdserverpb::TxnResponse commit_rpc(const etcdserverpb::TxnRequest& request);
+
+  // One attempt of a Txn on the preferred endpoint (best-effort work such as folding deltas).
+  grpc::Status txn_once(const etcdserverpb::TxnRequest& request,
+                        etcdserverpb::TxnResponse* response);
+  // One attempt of a Compact on the preferred endpoint.
+  grpc::Status compact_once(std::int64_t revision);
+
+  // True if any endpoint answers a Status call within the RPC timeout (waiting for the channel
+  // to connect, so a channel still in reconnect back-off does not count as down).
+  bool any_endpoint_answers();
+
+  // The preferred endpoint now; move_on(i) makes the next one preferred if i still is.
+  std::size_t preferred() const { return preferred_.load() % endpoints_.size(); }
+  void move_on(std::size_t from) { preferred_.compare_exchange_strong(from, next(from)); }
+  Endpoint& endpoint(std::size_t i) { return *endpoints_[i]; }
+  std::size_t endpoint_count() const { return endpoints_.size(); }
+
+  // Counts a successful commit Txn.
+  void count_batch() { batches_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
+  // The highest revision this process has seen committed or read.
+  std::int64_t latest_seen() const { return latest_seen_.load(std::memory_order_acquire); }
+  // Notes that `revision` was seen.
+  void saw(std::int64_t revision);
+
+ private:
+  std::size_t next(std::size_t i) const { return (i + 1) % endpoints_.size(); }
+  // After a failed round over every endpoint, sleeps a little (attempt-proportional, <= 500 ms).
+  void back_off(int attempt) const;
+  // The endpoint a commit should go to: the preferred one unless its channel is known down and
+  // another's is not.
+  std::size_t commit_endpoint();
+
+  const EtcdOptions options_;
+  const KeyCodec codec_;
+  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  std::atomic<std::size_t> preferred_{0};
+  std::atomic<std::uint64_t> batches_{0};
+  std::atomic<std::int64_t> latest_seen_{0};
+};
+
+template <typename Call>
+grpc::Status Cluster::read_rpc(Call&& call) {
+  const auto start = Clock::now();
+  for (int attempt = 1;; ++attempt) {
+    const std::size_t i = preferred();
+    Endpoint& ep = *endpoints_[i];
+    std::shared_ptr<const Stubs> stubs = ep.stubs();
+    grpc::ClientContext ctx;
+    set_deadline(ctx, options_.rpc_timeout);
+    grpc::Status s = call(*stubs, ctx);
+    ep.note(stubs, s);
+    if (s.ok() || !is_transport_error(s)) return s;
+    move_on(i);
+    if (Clock::now() - start >= options_.failover_budget) return s;
+    back_off(attempt);
+  }
+}
+
+}  // namespace kvq::engine::etcd
+
+#endif  // KVQ_SRC_ENGINE_ETCD_CLUSTER_H_

@@ -1,0 +1,61 @@
+#include "engine/etcd/endpoint.h"
+
+#include "engine/etcd/rpc_errors.h"
+
+namespace kvq::engine::etcd {
+
+namespace pb = ::etcdserverpb;
+
+Endpoint::Endpoint(std::string address)
+    : address_(std::move(address)), current_(connect(address_)) {}
+
+std::shared_ptr<const Stubs> Endpoint::connect(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // In gRPC 1.51 this is the minimum connect timeout (not a back-off): small values get
+  // channels stuck after a server restart (see the file comment).
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+  // A replacement channel must not inherit the stuck one's subchannel from the global pool.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  auto out = std::make_shared<Stubs>();
+  out->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  out->kv = pb::KV::NewStub(out->channel);
+  out->watch = pb::Watch::NewStub(out->channel);
+  out->maintenance = pb::Maintenance::NewStub(out->channel);
+  return out;
+}
+
+std::shared_ptr<const Stubs> Endpoint::stubs() const {
+  std::lock_guard lock(mu_);
+  return current_;
+}
+
+void Endpoint::note(const std::shared_ptr<const Stubs>& used, const grpc::Status& status) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  if (used != current_) return;
+  if (!is_transport_error(status)) {
+    failures_ = 0;
+    return;
+  }
+  if (failures_++ == 0) first_failure_ = now;
+  if (failures_ >= kStuckFailures && now - first_failure_ >= kStuckAfter) {
+    current_ = connect(address_);
+    ++channels_made_;
+    failures_ = 0;
+  }
+}
+
+bool Endpoint::known_down() const {
+  return stubs()->channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE;
+}
+
+std::uint64_t Endpoint::channels_made() const {
+  std::lock_guard lock(mu_);
+  return channels_made_;
+}
+
+}  // namespace kvq::engine::etcd

@@ -1,0 +1,152 @@
+#include "engine/etcd/etcd_options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include "kvq/error.h"
+
+namespace kvq::engine::etcd {
+namespace {
+
+// Bytes a Txn may spend per operation beyond the prefix and what approximate_size() counts.
+constexpr std::size_t kPerOperationOverhead = 128;
+
+// What the framing of a commit may take of max_request_bytes (see transaction_limits).
+std::size_t framing_overhead(const EtcdOptions& options) {
+  return kRaftRequestFraming + static_cast<std::size_t>(options.max_txn_ops) *
+                                   (2 * options.prefix.size() + kPerOperationOverhead);
+}
+
+bool parse_int(std::string_view text, long long& out) {
+  if (text.empty()) return false;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+// One parse of one URL; every error names the URL and the expected form.
+class UrlParser {
+ public:
+  explicit UrlParser(std::string_view url) : url_(url) {}
+
+  EtcdOptions parse() {
+    constexpr std::string_view kScheme = "etcd://";
+    if (url_.substr(0, kScheme.size()) != kScheme) throw bad("must start with etcd://");
+    std::string_view rest = url_.substr(kScheme.size());
+    std::string_view query;
+    if (auto q = rest.find('?'); q != std::string_view::npos) {
+      query = rest.substr(q + 1);
+      rest = rest.substr(0, q);
+    }
+    EtcdOptions options;
+    parse_endpoints(rest, options);
+    parse_query(query, options);
+    check_request_bytes(options);
+    return options;
+  }
+
+ private:
+  Error bad(const std::string& why) const {
+    return Error(ErrorCode::kConnectionStringInvalid,
+                 "etcd URL '" + std::string(url_) + "': " + why +
+                     " (expected etcd://host:port[,host:port...][?option=value&...])");
+  }
+
+  void parse_endpoints(std::string_view list, EtcdOptions& options) const {
+    for (;;) {
+      const std::size_t comma = list.find(',');
+      parse_endpoint(list.substr(0, comma), options);
+      if (comma == std::string_view::npos) return;
+      list = list.substr(comma + 1);
+    }
+  }
+
+  void parse_endpoint(std::string_view ep, EtcdOptions& options) const {
+    const std::size_t colon = ep.rfind(':');
+    if (ep.empty() || colon == std::string_view::npos || colon == 0) {
+      throw bad("endpoint '" + std::string(ep) + "' is not host:port");
+    }
+    long long port = 0;
+    if (!parse_int(ep.substr(colon + 1), port) || port < 1 || port > 65535) {
+      throw bad("bad port in '" + std::string(ep) + "'");
+    }
+    for (char ch : ep.substr(0, colon)) {
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_' ||
+            ch == '[' || ch == ']' || ch == ':')) {
+        throw bad("bad host in '" + std::string(ep) + "'");
+      }
+    }
+    options.endpoints.emplace_back(ep);
+  }
+
+  void parse_query(std::string_view query, EtcdOptions& options) const {
+    while (!query.empty()) {
+      const std::size_t amp = query.find('&');
+      const std::string_view item = query.substr(0, amp);
+      const std::size_t eq = item.find('=');
+      if (eq == std::string_view::npos) throw bad("option '" + std::string(item) + "' lacks '='");
+      apply_option(item.substr(0, eq), item.substr(eq + 1), options);
+      if (amp == std::string_view::npos) return;
+      query = query.substr(amp + 1);
+    }
+  }
+
+  void apply_option(std::string_view name, std::string_view value, EtcdOptions& options) const {
+    if (name == "prefix") {
+      if (value.empty()) throw bad("prefix must not be empty");
+      options.prefix = std::string(value);
+    } else if (name == "fast_first_read") {
+      if (value != "0" && value != "1") throw bad("fast_first_read must be 0 or 1");
+      options.fast_first_read = value == "1";
+    } else if (name == "timeout_ms") {
+      options.rpc_timeout = std::chrono::milliseconds(positive(name, value, 86'400'000));
+    } else if (name == "failover_ms") {
+      options.failover_budget = std::chrono::milliseconds(positive(name, value, 86'400'000));
+    } else if (name == "mvcc_window_ms") {
+      options.mvcc_window = std::chrono::milliseconds(positive(name, value, 86'400'000));
+    } else if (name == "max_txn_ops") {
+      options.max_txn_ops = static_cast<int>(positive(name, value, 1'000'000));
+    } else if (name == "max_request_bytes") {
+      options.max_request_bytes = static_cast<std::size_t>(positive(name, value, 2'147'483'647));
+    } else {
+      throw bad("unknown option '" + std::string(name) + "'");
+    }
+  }
+
+  long long positive(std::string_view name, std::string_view value, long long max) const {
+    long long n = 0;
+    if (!parse_int(value, n) || n <= 0 || n > max) {
+      throw bad("option " + std::string(name) + " needs a positive integer up to " +
+                std::to_string(max));
+    }
+    return n;
+  }
+
+  void check_request_bytes(const EtcdOptions& options) const {
+    const std::size_t overhead = framing_overhead(options);
+    if (options.max_request_bytes <= overhead) {
+      throw bad("max_request_bytes=" + std::to_string(options.max_request_bytes) +
+                " leaves no room for data: the framing of max_txn_ops=" +
+                std::to_string(options.max_txn_ops) + " operations may take " +
+                std::to_string(overhead) + " bytes");
+    }
+  }
+
+  std::string_view url_;
+};
+
+}  // namespace
+
+TransactionLimits transaction_limits(const EtcdOptions& options) {
+  TransactionLimits limits;
+  limits.max_operations = static_cast<std::size_t>(options.max_txn_ops);
+  const std::size_t overhead = framing_overhead(options);
+  limits.max_bytes = options.max_request_bytes > overhead
+                         ? std::min(options.max_request_bytes - overhead, kMaxTransactionSize)
+                         : 0;
+  return limits;
+}
+
+EtcdOptions parse_etcd_url(std::string_view url) { return UrlParser(url).parse(); }
+
+}  // namespace kvq::engine::etcd

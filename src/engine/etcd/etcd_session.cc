@@ -1,0 +1,134 @@
+#include "engine/etcd/etcd_session.h"
+
+#include <algorithm>
+
+#include "common/bytes.h"
+#include "engine/etcd/collapse.h"
+#include "engine/etcd/committer.h"
+#include "engine/etcd/delta_folder.h"
+#include "engine/etcd/key_group.h"
+
+namespace kvq::engine::etcd {
+
+namespace pb = ::etcdserverpb;
+using Records = google::protobuf::RepeatedPtrField<mvccpb::KeyValue>;
+
+Version EtcdSession::read_version() {
+  if (revision_ < 0) {
+    pb::RangeRequest request;
+    request.set_key(cluster_->codec().encode(""));
+    request.set_count_only(true);
+    read(request, "read version");
+  }
+  return revision_;
+}
+
+std::optional<std::string> EtcdSession::get(std::string_view key) {
+  pb::RangeRequest request;
+  const std::string base = cluster_->codec().encode(key);
+  request.set_key(base);
+  request.set_range_end(KeyCodec::group_end(base));
+  pb::RangeResponse response = read(request, "get");
+  std::vector<KeyGroup> groups = group_records(cluster_->codec(), response.kvs());
+  if (groups.empty()) return std::nullopt;
+  if (groups[0].deltas.size() >= DeltaFolder::kFoldOnRead) {
+    DeltaFolder(*cluster_).fold(groups[0].key, DeltaFolder::kFoldOnRead);
+  }
+  return groups[0].value();
+}
+
+std::vector<KeyValue> EtcdSession::get_range(std::string_view begin, std::string_view end,
+                                             int limit, bool reverse) {
+  if (begin >= end) {
+    read_version();
+    return {};
+  }
+  const Records records =
+      read_records(cluster_->codec().encode(begin), cluster_->codec().encode(end), limit, reverse);
+  std::vector<KeyValue> out;
+  for (const KeyGroup& g : group_records(cluster_->codec(), records)) {
+    std::optional<std::string> value = g.value();
+    if (!value) continue;
+    if (g.deltas.size() >= DeltaFolder::kFoldOnRead) {
+      DeltaFolder(*cluster_).fold(g.key, DeltaFolder::kFoldOnRead);
+    }
+    out.push_back(KeyValue{g.key, std::move(*value)});
+    if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
+  }
+  return out;
+}
+
+Records EtcdSession::read_records(std::string from, std::string to, int limit, bool reverse) {
+  Records records;
+  const int page = limit > 0 ? std::max(limit + 1, 16) : 0;
+  for (;;) {
+    pb::RangeRequest request;
+    request.set_key(from);
+    request.set_range_end(to);
+    if (page > 0) request.set_limit(page);
+    if (reverse) {
+      request.set_sort_order(pb::RangeRequest::DESCEND);
+      request.set_sort_target(pb::RangeRequest::KEY);
+    }
+    pb::RangeResponse response = read(request, "get_range");
+    const bool more = response.more() && response.kvs_size() > 0;
+    std::string last = response.kvs_size() > 0 ? response.kvs(response.kvs_size() - 1).key() : "";
+    for (mvccpb::KeyValue& kv : *response.mutable_kvs()) records.Add(std::move(kv));
+    // A key is whole once a record of a later key (in scan order) was seen or the range is done.
+    if (!more || (limit > 0 && holds_whole_keys(records, limit))) return records;
+    if (reverse) {
+      to = std::move(last);
+    } else {
+      from = common::key_after(last);
+    }
+  }
+}
+
+bool EtcdSession::holds_whole_keys(const Records& records, int limit) const {
+  int keys = 0;
+  std::optional<std::string> previous;
+  for (const mvccpb::KeyValue& kv : records) {
+    std::optional<DecodedKey> d = cluster_->codec().decode(kv.key());
+    if (!d) continue;
+    if (!previous || d->key != *previous) ++keys;
+    previous = std::move(d->key);
+  }
+  return keys > limit;
+}
+
+CommitResult EtcdSession::commit(CommitRequest request) {
+  return Committer(*cluster_, seen_).commit(std::move(request));
+}
+
+std::size_t EtcdSession::operations(const std::vector<KeyRange>& read_conflicts,
+                                    const std::vector<Mutation>& mutations) {
+  const TxnBuilder builder(cluster_->codec());
+  const std::size_t compares = builder.count_conflict_compares(revision_, read_conflicts, seen_);
+  const Collapsed shape = collapse(mutations, "", CollapseMode::kShapeOnly);
+  const std::size_t writes = builder.count_write_ops(shape, shape.needs_stamp);
+  return txn_operations(compares, writes, shape.needs_stamp);
+}
+
+pb::RangeResponse EtcdSession::read(pb::RangeRequest& request, std::string_view what) {
+  if (revision_ >= 0) {
+    request.set_revision(revision_);
+    request.set_serializable(true);
+  } else if (cluster_->options().fast_first_read) {
+    request.set_serializable(true);
+  }
+  pb::RangeResponse response = cluster_->range(request, what);
+  if (revision_ < 0 && request.serializable() &&
+      response.header().revision() < cluster_->latest_seen()) {
+    // The member answered from behind what this process already saw: ask the leader.
+    request.set_serializable(false);
+    response = cluster_->range(request, what);
+  }
+  if (revision_ < 0) {
+    revision_ = response.header().revision();
+    cluster_->saw(revision_);
+  }
+  for (const mvccpb::KeyValue& kv : response.kvs()) seen_[kv.key()] = kv.mod_revision();
+  return response;
+}
+
+}  // namespace kvq::engine::etcd

@@ -1,0 +1,60 @@
+// Internal (etcd engine): one transaction attempt on etcd. Its first read fixes its read version
+// (an etcd revision; linearizable unless fast_first_read=1); later reads are Ranges at that
+// revision. It remembers every record it read (for the deletion pins of its commit) and commits
+// through a Committer.
+//
+// Example:
+//   EtcdSession s(cluster);
+//   std::optional<std::string> v = s.get("k");
+//   s.commit(request);
+#ifndef KVQ_SRC_ENGINE_ETCD_ETCD_SESSION_H_
+#define KVQ_SRC_ENGINE_ETCD_ETCD_SESSION_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/etcd/cluster.h"
+#include "engine/etcd/txn_builder.h"
+
+namespace kvq::engine::etcd {
+
+// A Session over a Cluster. Used by one thread at a time (Session's contract).
+class EtcdSession : public Session {
+ public:
+  explicit EtcdSession(std::shared_ptr<Cluster> cluster) : cluster_(std::move(cluster)) {}
+
+  Version read_version() override;
+  std::optional<std::string> get(std::string_view key) override;
+  std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
+                                  bool reverse) override;
+  CommitResult commit(CommitRequest request) override;
+  // What etcd counts against --max-txn-ops for a commit of these reads and writes now (see
+  // txn_operations): compares and write ops are counted, not built; values are not copied.
+  std::size_t operations(const std::vector<KeyRange>& read_conflicts,
+                         const std::vector<Mutation>& mutations) override;
+
+ private:
+  // A read at this session's revision (the first read fixes the revision). Records every etcd
+  // record seen, for the deletion pins at commit.
+  etcdserverpb::RangeResponse read(etcdserverpb::RangeRequest& request, std::string_view what);
+  // The etcd records of [from, to) (already encoded), in pages, until `limit` whole kvq keys
+  // (base and every delta) are in hand (0 = all).
+  google::protobuf::RepeatedPtrField<mvccpb::KeyValue> read_records(std::string from,
+                                                                    std::string to, int limit,
+                                                                    bool reverse);
+  // True if `records` hold more than `limit` distinct kvq keys (the last maybe incomplete).
+  bool holds_whole_keys(const google::protobuf::RepeatedPtrField<mvccpb::KeyValue>& records,
+                        int limit) const;
+
+  std::shared_ptr<Cluster> cluster_;
+  Version revision_ = -1;
+  SeenRecords seen_;
+};
+
+}  // namespace kvq::engine::etcd
+
+#endif  // KVQ_SRC_ENGINE_ETCD_ETCD_SESSION_H_

@@ -1,0 +1,86 @@
+#include "engine/etcd/rpc_errors.h"
+
+#include <optional>
+
+#include "kvq/error.h"
+
+namespace kvq::engine::etcd {
+namespace {
+
+bool contains(const std::string& text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The kvq::Error for server-side refusals that do not depend on whether the RPC was a commit;
+// nullopt for other failures.
+std::optional<Error> refusal(const grpc::Status& s, const std::string& where) {
+  const std::string& m = s.error_message();
+  if (contains(m, "compacted")) {
+    return Error(ErrorCode::kTransactionTooOld,
+                 where + "read revision was compacted away (" + describe(s) + ")");
+  }
+  if (contains(m, "database space exceeded") || contains(m, "NOSPACE")) {
+    return Error(ErrorCode::kDatabaseFull,
+                 where +
+                     "the cluster refuses writes: database space exceeded (raise "
+                     "--quota-backend-bytes, compact and defragment, then disarm the NOSPACE "
+                     "alarm) (" +
+                     describe(s) + ")");
+  }
+  if (contains(m, "too many operations in txn request")) {
+    return Error(ErrorCode::kTransactionTooLarge,
+                 where +
+                     "more compares or operations than the cluster's --max-txn-ops (tell kvq "
+                     "the server's value with the URL option max_txn_ops=) (" +
+                     describe(s) + ")");
+  }
+  if (contains(m, "request is too large") || contains(m, "larger than max") ||
+      s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    return Error(ErrorCode::kTransactionTooLarge,
+                 where +
+                     "request larger than the cluster's --max-request-bytes (tell kvq the "
+                     "server's value with the URL option max_request_bytes=) (" +
+                     describe(s) + ")");
+  }
+  if (contains(m, "duplicate key given in txn request")) {
+    return Error(ErrorCode::kInternalError,
+                 where + "kvq sent an invalid Txn (" + describe(s) + ")");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool is_transport_error(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+bool never_sent(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+  const std::string& m = status.error_message();
+  return contains(m, "failed to connect") || contains(m, "Connection refused") ||
+         contains(m, "connections to all backends failing");
+}
+
+std::string describe(const grpc::Status& status) {
+  return "gRPC code " + std::to_string(static_cast<int>(status.error_code())) + ": " +
+         status.error_message();
+}
+
+void throw_rpc_error(const grpc::Status& status, std::string_view what, bool commit) {
+  const std::string where = "etcd " + std::string(what) + ": ";
+  if (std::optional<Error> e = refusal(status, where)) throw *e;
+  if (is_transport_error(status)) {
+    if (commit) {
+      throw Error(ErrorCode::kCommitUnknownResult,
+                  where + "lost contact during commit; it may or may not have been applied (" +
+                      describe(status) + ")");
+    }
+    throw Error(ErrorCode::kConnectionFailed,
+                where + "no endpoint answered (" + describe(status) + ")");
+  }
+  throw Error(ErrorCode::kUnknownError, where + describe(status));
+}
+
+}  // namespace kvq::engine::etcd

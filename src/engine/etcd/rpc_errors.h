@@ -1,0 +1,37 @@
+// Internal (etcd engine): what a failed etcd RPC means, and the kvq::Error it becomes.
+//
+// Example:
+//   grpc::Status s = stub->Range(&ctx, request, &response);
+//   if (is_transport_error(s)) { /* try another member */ }
+//   if (!s.ok()) throw_rpc_error(s, "get", /*commit=*/false);
+#ifndef KVQ_SRC_ENGINE_ETCD_RPC_ERRORS_H_
+#define KVQ_SRC_ENGINE_ETCD_RPC_ERRORS_H_
+
+#include <grpcpp/support/status.h>
+
+#include <string>
+#include <string_view>
+
+namespace kvq::engine::etcd {
+
+// True for UNAVAILABLE and DEADLINE_EXCEEDED: the member could not be reached or did not answer
+// in time (another member may).
+bool is_transport_error(const grpc::Status& status);
+
+// True if the RPC certainly never reached a server (no connection could be made), so a commit
+// may be sent again elsewhere without risk of applying it twice.
+bool never_sent(const grpc::Status& status);
+
+// "gRPC code N: message", for error messages.
+std::string describe(const grpc::Status& status);
+
+// Throws the kvq::Error for the failed RPC `status` of operation `what` ("commit", "get", ...):
+// transaction_too_old (compacted revision), database_full (NOSPACE), transaction_too_large
+// (--max-txn-ops / --max-request-bytes), commit_unknown_result (transport error while `commit`),
+// connection_failed (other transport errors), internal_error (kvq sent an invalid Txn), else
+// unknown_error. The message names etcd's words and the URL option to change where there is one.
+[[noreturn]] void throw_rpc_error(const grpc::Status& status, std::string_view what, bool commit);
+
+}  // namespace kvq::engine::etcd
+
+#endif  // KVQ_SRC_ENGINE_ETCD_RPC_ERRORS_H_

@@ -1,0 +1,197 @@
+#include "engine/etcd/watcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "engine/etcd/key_group.h"
+#include "kvq/error.h"
+
+namespace kvq::engine::etcd {
+
+namespace pb = ::etcdserverpb;
+
+// The thread body of one watch.
+class Watcher::Run {
+ public:
+  Run(Watcher& watcher, Entry self, std::string key, std::optional<std::string> value_seen,
+      Version version)
+      : watcher_(watcher),
+        cluster_(*watcher.cluster_),
+        self_(self),
+        etcd_key_(cluster_.codec().encode(key)),
+        value_seen_(std::move(value_seen)),
+        version_(version) {}
+
+  void operator()() {
+    std::shared_ptr<detail::WatchState> state;
+    {
+      std::lock_guard lock(watcher_.mu_);
+      state = self_->state;
+    }
+    try {
+      watch(*state);
+    } catch (const Error& e) {
+      if (!state->ready()) state->fail(e);
+    }
+    watcher_.finish(self_);
+  }
+
+ private:
+  using Stream = grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>;
+
+  // Opens a stream (failing over for the failover budget) and follows it.
+  void watch(detail::WatchState& state) {
+    const auto start = Cluster::Clock::now();
+    for (int attempt = 1;; ++attempt) {
+      std::shared_ptr<grpc::ClientContext> ctx = watcher_.next_context(self_);
+      if (!ctx) return;  // fired, cancelled or stopping meanwhile
+      const std::size_t i = cluster_.preferred();
+      std::shared_ptr<const Stubs> stubs = cluster_.endpoint(i).stubs();
+      std::unique_ptr<Stream> stream = stubs->watch->Watch(ctx.get());
+      pb::WatchResponse first;
+      if (stream->Write(create_request()) && stream->Read(&first)) {
+        cluster_.endpoint(i).note(stubs, grpc::Status::OK);
+        follow(state, *ctx, *stream, std::move(first));
+        return;
+      }
+      const grpc::Status s = stream->Finish();
+      cluster_.endpoint(i).note(stubs, s);
+      if (!is_transport_error(s) ||
+          Cluster::Clock::now() - start >= cluster_.options().failover_budget) {
+        throw Error(ErrorCode::kConnectionFailed,
+                    "etcd watch: cannot open stream (" + describe(s) + ")");
+      }
+      cluster_.move_on(i);
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100 * attempt, 500)));
+    }
+  }
+
+  pb::WatchRequest create_request() const {
+    pb::WatchRequest request;
+    pb::WatchCreateRequest* create = request.mutable_create_request();
+    create->set_key(etcd_key_);
+    create->set_range_end(KeyCodec::group_end(etcd_key_));  // the base and its delta records
+    create->set_start_revision(version_ + 1);
+    return request;
+  }
+
+  // Reads responses until the watch fires or the stream ends (then the watch fails).
+  void follow(detail::WatchState& state, grpc::ClientContext& ctx, Stream& stream,
+              pb::WatchResponse response) {
+    do {
+      if (fires(response)) {
+        state.fire();
+        break;
+      }
+    } while (stream.Read(&response));
+    ctx.TryCancel();
+    const grpc::Status s = stream.Finish();
+    if (!state.ready()) {
+      throw Error(ErrorCode::kConnectionFailed, "etcd watch: stream ended (" + describe(s) + ")");
+    }
+  }
+
+  // True if `response` shows the value changed. Throws if the server cancelled the watch.
+  bool fires(const pb::WatchResponse& response) {
+    if (response.canceled()) {
+      if (response.compact_revision() <= 0) {
+        throw Error(ErrorCode::kConnectionFailed,
+                    "etcd watch: cancelled by server: " + response.cancel_reason());
+      }
+      // The start revision was compacted: compare with the current value instead.
+      if (current_value() != value_seen_) return true;
+      throw Error(ErrorCode::kTransactionTooOld,
+                  "etcd watch: start revision compacted and value unchanged; re-arm");
+    }
+    return response.events_size() > 0 && current_value() != value_seen_;
+  }
+
+  // The current kvq value of the key (base plus deltas), at the latest revision.
+  std::optional<std::string> current_value() {
+    pb::RangeRequest rr;
+    rr.set_key(etcd_key_);
+    rr.set_range_end(KeyCodec::group_end(etcd_key_));
+    pb::RangeResponse resp = cluster_.range(rr, "watch");
+    std::vector<KeyGroup> groups = group_records(cluster_.codec(), resp.kvs());
+    if (groups.empty()) return std::nullopt;
+    return groups[0].value();
+  }
+
+  Watcher& watcher_;
+  Cluster& cluster_;
+  const Entry self_;
+  const std::string etcd_key_;
+  const std::optional<std::string> value_seen_;
+  const Version version_;
+};
+
+void Watcher::start(std::string key, std::optional<std::string> value_seen, Version version,
+                    std::shared_ptr<detail::WatchState> state) {
+  std::lock_guard lock(mu_);
+  if (stopping_) {
+    state->fail(Error(ErrorCode::kOperationCancelled, "etcd: engine shut down"));
+    return;
+  }
+  if (!monitor_.joinable()) monitor_ = std::thread([this] { monitor(); });
+  watches_.push_back(Active{std::make_shared<grpc::ClientContext>(), std::move(state), {}});
+  const Entry it = std::prev(watches_.end());
+  // The thread starts by taking mu_, so it sees its entry complete.
+  it->thread = std::thread(Run(*this, it, std::move(key), std::move(value_seen), version));
+}
+
+std::shared_ptr<grpc::ClientContext> Watcher::next_context(Entry self) {
+  std::lock_guard lock(mu_);
+  if (stopping_ || self->state->ready()) return nullptr;
+  self->ctx = std::make_shared<grpc::ClientContext>();
+  return self->ctx;
+}
+
+void Watcher::finish(Entry self) {
+  std::lock_guard lock(mu_);
+  self->done = true;
+  self->state.reset();
+}
+
+void Watcher::monitor() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(50));
+    for (auto it = watches_.begin(); it != watches_.end();) {
+      if (it->done) {
+        if (it->thread.joinable()) it->thread.join();
+        it = watches_.erase(it);
+        continue;
+      }
+      if (stopping_ || (it->state && it->state->ready())) it->ctx->TryCancel();
+      ++it;
+    }
+  }
+}
+
+void Watcher::stop() noexcept {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (Active& w : watches_) {
+      if (w.state && !w.state->ready()) {
+        w.state->fail(Error(ErrorCode::kOperationCancelled, "etcd: engine shut down"));
+      }
+      w.ctx->TryCancel();
+    }
+  }
+  cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  {
+    std::lock_guard lock(mu_);
+    for (Active& w : watches_) {
+      if (w.thread.joinable()) threads.push_back(std::move(w.thread));
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  std::lock_guard lock(mu_);
+  watches_.clear();
+}
+
+}  // namespace kvq::engine::etcd

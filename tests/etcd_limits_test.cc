@@ -1,0 +1,188 @@
+// Database::limits() and Transaction::usage() on etcd: a transaction filled up while its usage
+// stays within the limits commits; one operation or one value more fails with a clear
+// transaction_too_large before anything is sent, and nothing is written. Against etcd's default
+// limits and against an etcd started with --max-txn-ops=256 --max-request-bytes=262144 and the
+// matching URL options max_txn_ops= and max_request_bytes=.
+#ifdef KVQ_WITH_ETCD
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "engine/etcd/etcd_options.h"
+#include "kvq/kvq.h"
+#include "support/etcd_cluster.h"
+
+namespace kvq {
+namespace {
+
+using testing::EtcdCluster;
+
+struct Server {
+  std::string name;
+  std::vector<std::string> flags;  // of the etcd server
+  std::string query;               // the matching URL options
+  std::size_t max_operations;
+  std::size_t request_bytes;
+};
+
+void PrintTo(const Server& server, std::ostream* os) { *os << server.name; }
+
+Server default_server() { return {"default", {}, "", 128, 1'572'864}; }
+Server raised_server() {
+  return {"raised",
+          {"--max-txn-ops=256", "--max-request-bytes=262144"},
+          "max_txn_ops=256&max_request_bytes=262144",
+          256,
+          262'144};
+}
+
+class EtcdLimitsTest : public ::testing::TestWithParam<Server> {
+ protected:
+  void SetUp() override {
+    if (!EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
+    cluster_ = std::make_unique<EtcdCluster>(1, GetParam().flags);
+    std::string query = "prefix=lim/";
+    if (!GetParam().query.empty()) query += "&" + GetParam().query;
+    db_ = open(cluster_->url(query));
+  }
+
+  // Commits `fill` in a new transaction; "" if it committed, else the transaction_too_large
+  // message (any other error fails the test).
+  template <typename Fill>
+  std::string commit(Fill fill) {
+    Transaction tr = db_->create_transaction();
+    fill(tr);
+    try {
+      tr.commit();
+      return "";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kTransactionTooLarge) << e.what();
+      return e.what();
+    }
+  }
+
+  std::size_t keys_under(const std::string& prefix) {
+    return db_->run([&](Transaction& tr) { return tr.get_range(prefix, prefix + "\xff").size(); });
+  }
+
+  std::unique_ptr<EtcdCluster> cluster_;
+  std::shared_ptr<Database> db_;
+};
+
+TEST_P(EtcdLimitsTest, LimitsFollowTheUrlOptions) {
+  const TransactionLimits limits = db_->limits();
+  EXPECT_EQ(limits.max_operations, GetParam().max_operations);
+  // Less etcd's raft framing (512) and, per operation, 2 * prefix ("lim/") + 128.
+  EXPECT_EQ(limits.max_bytes,
+            GetParam().request_bytes - 512 - GetParam().max_operations * (2 * 4 + 128));
+}
+
+TEST_P(EtcdLimitsTest, WritesFilledUpToMaxOperationsCommitAndOneMoreFailsNamingTheOption) {
+  const std::size_t max = db_->limits().max_operations;
+  int n = 0;
+  auto fill = [&](Transaction& tr) {
+    for (;;) {
+      tr.set("w/" + std::to_string(n), "v");
+      if (tr.usage().operations > max) return;  // the last set went over
+      ++n;
+    }
+  };
+  EXPECT_NE(commit(fill), "") << "over the limit must fail";
+  EXPECT_EQ(static_cast<std::size_t>(n), max);
+  EXPECT_EQ(keys_under("w/"), 0u) << "a refused commit wrote something";
+  const int within = n;
+  const std::string message = commit([&](Transaction& tr) {
+    for (int i = 0; i <= within; ++i) tr.set("w/" + std::to_string(i), "v");
+  });
+  EXPECT_NE(message.find("max_txn_ops="), std::string::npos) << message;
+  EXPECT_NE(message.find("--max-txn-ops"), std::string::npos) << message;
+  EXPECT_EQ(commit([&](Transaction& tr) {
+              for (int i = 0; i < within; ++i) tr.set("w/" + std::to_string(i), "v");
+              EXPECT_EQ(tr.usage().operations, max);
+            }),
+            "");
+  EXPECT_EQ(keys_under("w/"), max);
+}
+
+TEST_P(EtcdLimitsTest, ReadsAndVersionstampsCountAsEtcdCountsThem) {
+  const std::size_t max = db_->limits().max_operations;
+  db_->run([&](Transaction& tr) {
+    for (int i = 0; i < 20; ++i) tr.set("r/" + std::to_string(100 + i), "x");
+  });
+  // 20 records read + 1 range compare; writes nested under the sequencer Txn: the sum counts.
+  auto fill = [&](Transaction& tr, std::size_t target) {
+    EXPECT_EQ(tr.get_range("r/", "r0").size(), 20u);
+    tr.set_versionstamped_key(
+        std::string("s/") + std::string(10, '\0') + std::string("\x02\0\0\0", 4), "v");
+    for (int i = 0; tr.usage().operations < target; ++i) tr.set("t/" + std::to_string(i), "v");
+  };
+  EXPECT_EQ(commit([&](Transaction& tr) { fill(tr, max); }), "");
+  EXPECT_EQ(keys_under("s/"), 1u);
+  const std::string message = commit([&](Transaction& tr) { fill(tr, max + 1); });
+  EXPECT_NE(message.find("--max-txn-ops"), std::string::npos) << message;
+}
+
+TEST_P(EtcdLimitsTest, BytesFilledUpToMaxBytesCommitAndOneValueMoreFailsNamingTheOption) {
+  const std::size_t max = db_->limits().max_bytes;
+  const std::string value(90'000, 'v');
+  int n = 0;
+  const std::string over = commit([&](Transaction& tr) {
+    for (;; ++n) {
+      tr.set("b/" + std::to_string(n), value);
+      if (tr.usage().bytes > max) return;
+    }
+  });
+  EXPECT_NE(over.find("max_request_bytes="), std::string::npos) << over;
+  EXPECT_NE(over.find("--max-request-bytes"), std::string::npos) << over;
+  EXPECT_EQ(keys_under("b/"), 0u) << "a refused commit wrote something";
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(commit([&](Transaction& tr) {
+              for (int i = 0; i < n; ++i) tr.set("b/" + std::to_string(i), value);
+              EXPECT_LE(tr.usage().bytes, max);
+            }),
+            "");
+  EXPECT_EQ(keys_under("b/"), static_cast<std::size_t>(n));
+}
+
+INSTANTIATE_TEST_SUITE_P(Servers, EtcdLimitsTest,
+                         ::testing::Values(default_server(), raised_server()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(EtcdLimits, UrlClaimingMoreThanTheServerAllowsGetsTheServersRefusalNamingTheOption) {
+  if (!EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
+  EtcdCluster cluster(1);  // etcd's default --max-txn-ops=128
+  auto db = open(cluster.url("prefix=lim/&max_txn_ops=512"));
+  Transaction tr = db->create_transaction();
+  for (int i = 0; i < 200; ++i) tr.set("k/" + std::to_string(i), "v");
+  try {
+    tr.commit();
+    FAIL() << "etcd accepted 200 operations";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTransactionTooLarge) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_txn_ops="), std::string::npos) << e.what();
+  }
+}
+
+TEST(EtcdLimits, RequestBytesOptionIsParsedCappedAndChecked) {
+  using engine::etcd::parse_etcd_url;
+  using engine::etcd::transaction_limits;
+  EXPECT_EQ(parse_etcd_url("etcd://h:1?max_request_bytes=262144").max_request_bytes, 262'144u);
+  EXPECT_EQ(transaction_limits(parse_etcd_url("etcd://h:1?max_request_bytes=2147483647")).max_bytes,
+            kMaxTransactionSize);
+  for (const char* url : {"etcd://h:1?max_request_bytes=0", "etcd://h:1?max_request_bytes=x",
+                          "etcd://h:1?max_request_bytes=1000",
+                          "etcd://h:1?max_request_bytes=100000&max_txn_ops=100000"}) {
+    try {
+      parse_etcd_url(url);
+      ADD_FAILURE() << url << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kConnectionStringInvalid) << url;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvq
+#endif  // KVQ_WITH_ETCD
