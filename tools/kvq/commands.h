@@ -1,11 +1,34 @@
-// The kvq CLI's subcommands that are more than a one-liner.
+// The kvq CLI's command groups: each add_*_command(s) registers its subcommands, options and
+// actions on the root CLI::App (one cmd_*.cc per group); the helpers below them are what the groups
+// do, callable (and tested) without going through the command line.
 #ifndef KVQ_TOOLS_KVQ_COMMANDS_H_
 #define KVQ_TOOLS_KVQ_COMMANDS_H_
 
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
+#include "kvq/kvq.h"
+#include "tools/kvq/cli.h"
+
 namespace kvq::cli {
+
+// `kvq queue push|pop|peek|size|clear` (cmd_queue.cc).
+void add_queue_commands(CLI::App& app, Context& ctx);
+// `kvq pq push|pop-min|pop-max|peek-min|peek-max|size|clear` (cmd_pq.cc).
+void add_pq_commands(CLI::App& app, Context& ctx);
+// `kvq dump` (cmd_dump.cc).
+void add_dump_command(CLI::App& app, Context& ctx);
+// `kvq demo` (cmd_demo.cc).
+void add_demo_command(CLI::App& app, Context& ctx);
+// `kvq bench` (cmd_bench.cc).
+void add_bench_command(CLI::App& app, Context& ctx);
+
+// Pushes `values` onto `queue` in order, each with the layer's idempotent Queue::push(value) (its
+// own transaction and retry loop, never inserted twice after commit_unknown_result), so values
+// come out in this order. On a kvq::Error throws CliError(kExitError) saying how many values were
+// pushed before it; `command` names the command in that message.
+void push_values(Queue& queue, const std::vector<std::string>& values, const std::string& command);
 
 struct DemoOptions {
   std::string url = "memory:";

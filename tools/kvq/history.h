@@ -55,7 +55,8 @@ struct Result {
 class SuffixBest {
  public:
   SuffixBest(std::size_t n, bool want_min)
-      : n_(n), min_(want_min),
+      : n_(n),
+        min_(want_min),
         t_(n + 1, want_min ? std::numeric_limits<std::int64_t>::max()
                            : std::numeric_limits<std::int64_t>::min()) {}
   void update(std::size_t pos, std::int64_t v) {  // positions reversed: suffix -> prefix
@@ -69,134 +70,205 @@ class SuffixBest {
   }
 
  private:
-  std::int64_t pick(std::int64_t a, std::int64_t b) const { return min_ ? std::min(a, b) : std::max(a, b); }
+  std::int64_t pick(std::int64_t a, std::int64_t b) const {
+    return min_ ? std::min(a, b) : std::max(a, b);
+  }
   std::size_t n_;
   bool min_;
   std::vector<std::int64_t> t_;
 };
 
-// `remaining`: values still in the queue at the end (e.g. from a final drain that is not part of
-// `pops`); usually empty when the run drains through recorded pops.
-inline Result check(const std::vector<Push>& pushes, const std::vector<Pop>& pops,
-                    const std::vector<std::string>& remaining = {}) {
-  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-  Result r;
-  r.pushed = static_cast<std::int64_t>(pushes.size());
-  r.remaining = static_cast<std::int64_t>(remaining.size());
-  std::unordered_map<std::string, std::size_t> index;
-  index.reserve(pushes.size());
-  for (std::size_t i = 0; i < pushes.size(); ++i) {
-    if (!index.emplace(pushes[i].value, i).second) r.fail("value pushed twice: " + pushes[i].value);
+namespace detail {
+
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+// What the steps of check() share: the items by value, and the pop that took each item.
+struct Matching {
+  std::unordered_map<std::string, std::size_t> index;  // value -> push
+  std::vector<std::int64_t> pop_of;                    // push -> pop (-1: never popped)
+  const std::vector<Push>* pushes;
+  const std::vector<Pop>* pops;
+
+  std::int64_t pop_start(std::size_t i) const {
+    return pop_of[i] < 0 ? kNever : (*pops)[static_cast<std::size_t>(pop_of[i])].start;
   }
-  // Per item: the pop that took it.
-  std::vector<std::int64_t> pop_of(pushes.size(), -1);
+};
+
+// Indexes the pushes by value (each value must be unique).
+inline void index_pushes(Matching& m, Result& r) {
+  const auto& pushes = *m.pushes;
+  m.index.reserve(pushes.size());
+  for (std::size_t i = 0; i < pushes.size(); ++i) {
+    if (!m.index.emplace(pushes[i].value, i).second) {
+      r.fail("value pushed twice: " + pushes[i].value);
+    }
+  }
+}
+
+// Matches every successful pop with its push: popped values were pushed, and popped once.
+inline void match_pops(Matching& m, Result& r) {
+  const auto& pops = *m.pops;
+  m.pop_of.assign(m.pushes->size(), -1);
   for (std::size_t j = 0; j < pops.size(); ++j) {
     if (!pops[j].value) {
       ++r.empty_pops;
       continue;
     }
     ++r.popped;
-    auto it = index.find(*pops[j].value);
-    if (it == index.end()) {
+    auto it = m.index.find(*pops[j].value);
+    if (it == m.index.end()) {
       r.fail("popped a value never pushed: " + *pops[j].value);
-      continue;
-    }
-    if (pop_of[it->second] != -1) {
+    } else if (m.pop_of[it->second] != -1) {
       r.fail("value popped twice: " + *pops[j].value);
-      continue;
+    } else {
+      m.pop_of[it->second] = static_cast<std::int64_t>(j);
     }
-    pop_of[it->second] = static_cast<std::int64_t>(j);
   }
-  std::vector<char> left(pushes.size(), 0);
+}
+
+// Every pushed value was popped or is remaining, never both; remaining values were pushed.
+inline void check_nothing_lost(const Matching& m, const std::vector<std::string>& remaining,
+                               Result& r) {
+  std::vector<char> left(m.pushes->size(), 0);
   for (const auto& v : remaining) {
-    auto it = index.find(v);
-    if (it == index.end()) {
+    auto it = m.index.find(v);
+    if (it == m.index.end()) {
       r.fail("remaining value never pushed: " + v);
-    } else if (pop_of[it->second] != -1) {
+    } else if (m.pop_of[it->second] != -1) {
       r.fail("value both popped and remaining: " + v);
     } else {
       left[it->second] = 1;
     }
   }
-  for (std::size_t i = 0; i < pushes.size(); ++i) {
-    if (pop_of[i] == -1 && !left[i]) r.fail("value lost (pushed, never popped): " + pushes[i].value);
-  }
-  auto pop_start = [&](std::size_t i) {
-    return pop_of[i] < 0 ? kNever : pops[static_cast<std::size_t>(pop_of[i])].start;
-  };
-
-  // Items sorted by push end; pops sorted by start. For each pop, the items "present throughout"
-  // are a prefix (push_end < pop.start) filtered by pop_start(X) > pop.end.
-  std::vector<std::size_t> by_push_end(pushes.size());
-  for (std::size_t i = 0; i < by_push_end.size(); ++i) by_push_end[i] = i;
-  std::sort(by_push_end.begin(), by_push_end.end(),
-            [&](std::size_t a, std::size_t b) { return pushes[a].end < pushes[b].end; });
-  std::vector<std::size_t> by_start(pops.size());
-  for (std::size_t j = 0; j < by_start.size(); ++j) by_start[j] = j;
-  std::sort(by_start.begin(), by_start.end(),
-            [&](std::size_t a, std::size_t b) { return pops[a].start < pops[b].start; });
-  // Ranks of items' pop starts, for the Fenwick trees.
-  std::vector<std::int64_t> starts;
-  starts.reserve(pushes.size());
-  for (std::size_t i = 0; i < pushes.size(); ++i) starts.push_back(pop_start(i));
-  std::sort(starts.begin(), starts.end());
-  auto rank_after = [&](std::int64_t t) {  // first rank with pop_start > t
-    return static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), t) - starts.begin());
-  };
-  auto rank_of = [&](std::int64_t t) {
-    return static_cast<std::size_t>(std::lower_bound(starts.begin(), starts.end(), t) - starts.begin());
-  };
-  SuffixBest min_prio(starts.size(), true), max_prio(starts.size(), false);
-  std::int64_t latest_pop_start = std::numeric_limits<std::int64_t>::min();
-  std::size_t k = 0;
-  for (std::size_t j : by_start) {
-    const Pop& p = pops[j];
-    while (k < by_push_end.size() && pushes[by_push_end[k]].end < p.start) {
-      std::size_t i = by_push_end[k++];
-      std::size_t rank = rank_of(pop_start(i));
-      min_prio.update(rank, pushes[i].priority);
-      max_prio.update(rank, pushes[i].priority);
-      latest_pop_start = std::max(latest_pop_start, pop_start(i));
+  for (std::size_t i = 0; i < m.pushes->size(); ++i) {
+    if (m.pop_of[i] == -1 && !left[i]) {
+      r.fail("value lost (pushed, never popped): " + (*m.pushes)[i].value);
     }
-    std::size_t from = rank_after(p.end);
-    bool someone_present = latest_pop_start > p.end;
+  }
+}
+
+// Indices 0..n-1 sorted by key(i).
+template <typename Key>
+std::vector<std::size_t> sorted_by(std::size_t n, Key key) {
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+  return order;
+}
+
+// The items present throughout pops, fed in order of pop start: an item X is added once its push
+// ended before the pop started; the pop then sees the X whose pop started after the pop ended
+// (ranked by pop start, best priority over a suffix of ranks).
+class PresentItems {
+ public:
+  explicit PresentItems(const Matching& m)
+      : m_(m),
+        by_push_end_(
+            sorted_by(m.pushes->size(), [&](std::size_t i) { return (*m.pushes)[i].end; })),
+        min_(m.pushes->size(), true),
+        max_(m.pushes->size(), false) {
+    for (std::size_t i = 0; i < m.pushes->size(); ++i) starts_.push_back(m.pop_start(i));
+    std::sort(starts_.begin(), starts_.end());
+  }
+
+  // Adds the items whose push ended before `t`.
+  void advance_to(std::int64_t t) {
+    const auto& pushes = *m_.pushes;
+    while (k_ < by_push_end_.size() && pushes[by_push_end_[k_]].end < t) {
+      const std::size_t i = by_push_end_[k_++];
+      const std::int64_t start = m_.pop_start(i);
+      const auto rank = static_cast<std::size_t>(
+          std::lower_bound(starts_.begin(), starts_.end(), start) - starts_.begin());
+      min_.update(rank, pushes[i].priority);
+      max_.update(rank, pushes[i].priority);
+      latest_pop_start_ = std::max(latest_pop_start_, start);
+    }
+  }
+  // Whether some added item was still queued after `t` (its pop started after t, or never).
+  bool any_after(std::int64_t t) const { return latest_pop_start_ > t; }
+  // The lowest / highest priority of the added items still queued after `t`.
+  std::int64_t min_after(std::int64_t t) const { return min_.query(rank_after(t)); }
+  std::int64_t max_after(std::int64_t t) const { return max_.query(rank_after(t)); }
+
+ private:
+  std::size_t rank_after(std::int64_t t) const {
+    return static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), t) -
+                                    starts_.begin());
+  }
+  const Matching& m_;
+  std::vector<std::size_t> by_push_end_;
+  std::vector<std::int64_t> starts_;
+  SuffixBest min_, max_;
+  std::size_t k_ = 0;
+  std::int64_t latest_pop_start_ = std::numeric_limits<std::int64_t>::min();
+};
+
+// Priority order and empty pops, against the items present throughout each pop.
+inline void check_priorities(const Matching& m, Result& r) {
+  const auto& pops = *m.pops;
+  PresentItems present(m);
+  for (std::size_t j : sorted_by(pops.size(), [&](std::size_t i) { return pops[i].start; })) {
+    const Pop& p = pops[j];
+    present.advance_to(p.start);
     if (!p.value) {
-      if (someone_present) r.fail("a pop returned nothing while an item was queued throughout");
+      if (present.any_after(p.end))
+        r.fail("a pop returned nothing while an item was queued throughout");
       continue;
     }
-    auto it = index.find(*p.value);
-    if (it == index.end()) continue;
-    std::int64_t prio = pushes[it->second].priority;
-    if (p.kind == PopKind::kMin && min_prio.query(from) < prio) {
+    auto it = m.index.find(*p.value);
+    if (it == m.index.end()) continue;
+    const std::int64_t prio = (*m.pushes)[it->second].priority;
+    if (p.kind == PopKind::kMin && present.min_after(p.end) < prio) {
       r.fail("pop_min returned priority " + std::to_string(prio) + " while priority " +
-             std::to_string(min_prio.query(from)) + " was queued throughout");
+             std::to_string(present.min_after(p.end)) + " was queued throughout");
     }
-    if (p.kind == PopKind::kMax && max_prio.query(from) > prio) {
+    if (p.kind == PopKind::kMax && present.max_after(p.end) > prio) {
       r.fail("pop_max returned priority " + std::to_string(prio) + " while priority " +
-             std::to_string(max_prio.query(from)) + " was queued throughout");
+             std::to_string(present.max_after(p.end)) + " was queued throughout");
     }
   }
+}
 
-  // FIFO: items sorted by push end; walking items B by push start, A ranges over the prefix with
-  // push_end(A) < push_start(B); violation if max pop_start(A) > pop_end(B).
-  bool fifo = false;
-  for (const auto& p : pops) fifo = fifo || p.kind == PopKind::kFifo;
-  if (fifo) {
-    std::vector<std::size_t> by_push_start(by_push_end);
-    std::sort(by_push_start.begin(), by_push_start.end(),
-              [&](std::size_t a, std::size_t b) { return pushes[a].start < pushes[b].start; });
-    std::int64_t running = std::numeric_limits<std::int64_t>::min();
-    std::size_t a = 0;
-    for (std::size_t b : by_push_start) {
-      while (a < by_push_end.size() && pushes[by_push_end[a]].end < pushes[b].start) {
-        running = std::max(running, pop_start(by_push_end[a++]));
-      }
-      if (pop_of[b] < 0) continue;
-      if (running > pops[static_cast<std::size_t>(pop_of[b])].end) {
-        r.fail("FIFO violated: " + pushes[b].value + " popped before an item pushed earlier");
-      }
+// FIFO: walking items B by push start, A ranges over the items with push_end(A) <
+// push_start(B); a violation if some such A's pop started after B's pop ended.
+inline void check_fifo(const Matching& m, Result& r) {
+  const auto& pushes = *m.pushes;
+  const auto by_end = sorted_by(pushes.size(), [&](std::size_t i) { return pushes[i].end; });
+  const auto by_start = sorted_by(pushes.size(), [&](std::size_t i) { return pushes[i].start; });
+  std::int64_t running = std::numeric_limits<std::int64_t>::min();
+  std::size_t a = 0;
+  for (std::size_t b : by_start) {
+    while (a < by_end.size() && pushes[by_end[a]].end < pushes[b].start) {
+      running = std::max(running, m.pop_start(by_end[a++]));
+    }
+    if (m.pop_of[b] < 0) continue;
+    if (running > (*m.pops)[static_cast<std::size_t>(m.pop_of[b])].end) {
+      r.fail("FIFO violated: " + pushes[b].value + " popped before an item pushed earlier");
     }
   }
+}
+
+}  // namespace detail
+
+// Checks a whole history (the file comment lists what). `remaining`: values still in the queue at
+// the end (e.g. from a final drain that is not part of `pops`); usually empty when the run drains
+// through recorded pops. The FIFO check runs if any pop is a kFifo pop.
+inline Result check(const std::vector<Push>& pushes, const std::vector<Pop>& pops,
+                    const std::vector<std::string>& remaining = {}) {
+  Result r;
+  r.pushed = static_cast<std::int64_t>(pushes.size());
+  r.remaining = static_cast<std::int64_t>(remaining.size());
+  detail::Matching m;
+  m.pushes = &pushes;
+  m.pops = &pops;
+  detail::index_pushes(m, r);
+  detail::match_pops(m, r);
+  detail::check_nothing_lost(m, remaining, r);
+  detail::check_priorities(m, r);
+  const bool fifo =
+      std::any_of(pops.begin(), pops.end(), [](const Pop& p) { return p.kind == PopKind::kFifo; });
+  if (fifo) detail::check_fifo(m, r);
   return r;
 }
 

@@ -1,0 +1,160 @@
+// Shared pieces of the kvq CLI (cli.h).
+#include "tools/kvq/cli.h"
+
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+
+namespace kvq::cli {
+
+std::string default_url() {
+#ifdef KVQ_WITH_ROCKSDB
+  return "rocksdb:./kvq-data";
+#else
+  return "memory:";
+#endif
+}
+
+std::string db_option_help() {
+  return "database URL: memory:, rocksdb:/dir, etcd://host:port[,host:port]. Default for queue, "
+         "pq and dump: $KVQ_DB, else " +
+         default_url() +
+#ifdef KVQ_WITH_ROCKSDB
+         " (a durable database in ./kvq-data, created if missing)"
+#else
+         " (this build has no RocksDB: data lives for one command)"
+#endif
+         "; for demo and bench: memory:";
+}
+
+std::string Context::database_url() const {
+  if (!url.empty()) return url;
+  if (const char* env = std::getenv("KVQ_DB"); env && *env) return env;
+  return default_url();
+}
+
+std::shared_ptr<Database> Context::open() const { return kvq::open(database_url()); }
+
+void add_global_options(CLI::App& app, Context& ctx) {
+  app.add_option("--db", ctx.url, db_option_help())->check(NonEmpty());
+  app.add_flag("--high-contention", ctx.high_contention,
+               "use high-contention (staged) pops for queue/pq commands");
+}
+
+void set_action(CLI::App* command, Context& ctx, std::function<int()> fn) {
+  command->callback([&ctx, fn = std::move(fn)] { ctx.action = fn; });
+}
+
+CLI::Validator Int64() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::int64_t v = 0;
+        const char* end = s.data() + s.size();
+        auto [ptr, ec] = std::from_chars(s.data(), end, v);
+        if (ec == std::errc::result_out_of_range) return "'" + s + "' is out of the int64 range";
+        if (ec != std::errc() || ptr != end) return "'" + s + "' is not an integer";
+        return {};
+      },
+      "INT64");
+}
+
+CLI::Validator NonEmpty() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string { return s.empty() ? "must not be empty" : ""; },
+      "NONEMPTY");
+}
+
+CLI::Validator DurationMs() {
+  const std::map<std::string, std::int64_t> units{{"ms", 1}, {"s", 1000}, {"m", 60'000}};
+  return CLI::AsNumberWithUnit(
+      units,
+      static_cast<CLI::AsNumberWithUnit::Options>(CLI::AsNumberWithUnit::CASE_SENSITIVE |
+                                                  CLI::AsNumberWithUnit::UNIT_REQUIRED),
+      "DURATION");
+}
+
+CLI::Validator DurationSeconds() {
+  const std::map<std::string, double> units{{"ms", 0.001}, {"s", 1.0}, {"m", 60.0}};
+  return CLI::AsNumberWithUnit(units, CLI::AsNumberWithUnit::CASE_SENSITIVE, "DURATION");
+}
+
+namespace {
+
+// Reads `in` to its end, or to one byte past kMaxValueSize (enough to know it is too large).
+std::string read_capped(std::FILE* in) {
+  std::string out;
+  char buf[65536];
+  while (out.size() <= kMaxValueSize) {
+    const std::size_t want = std::min(sizeof buf, kMaxValueSize + 1 - out.size());
+    const std::size_t n = std::fread(buf, 1, want, in);
+    out.append(buf, n);
+    if (n < want) break;
+  }
+  return out;
+}
+
+std::string too_large_message(const std::string& command, std::size_t index, std::size_t count,
+                              bool from_stdin) {
+  std::string which = count > 1
+                          ? "value " + std::to_string(index + 1) + " of " + std::to_string(count)
+                          : "the value";
+  if (from_stdin) which += " (read from stdin)";
+  return "value_too_large (" + std::to_string(static_cast<int>(ErrorCode::kValueTooLarge)) +
+         "): " + command + ": " + which + " is larger than 100,000 bytes; nothing was pushed";
+}
+
+}  // namespace
+
+std::vector<std::string> read_values(const std::vector<std::string>& args, std::FILE* in,
+                                     const std::string& command) {
+  std::vector<std::string> values;
+  bool stdin_used = false;
+  for (const auto& arg : args) {
+    if (arg != "-") {
+      values.push_back(arg);
+      continue;
+    }
+    if (stdin_used) throw CliError(kExitUsage, command + ": '-' (stdin) may be given only once");
+    stdin_used = true;
+    values.push_back(read_capped(in));
+  }
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i].size() > kMaxValueSize) {
+      const bool from_stdin = args[i] == "-";
+      throw CliError(kExitError, too_large_message(command, i, values.size(), from_stdin));
+    }
+  }
+  return values;
+}
+
+int print_value(const std::optional<std::string>& value, bool raw, const std::string& what) {
+  if (!value) {
+    std::cerr << "kvq: " << what << " is empty\n";
+    return kExitEmpty;
+  }
+  std::cout.write(value->data(), static_cast<std::streamsize>(value->size()));
+  if (!raw) std::cout << '\n';
+  std::cout.flush();
+  return kExitOk;
+}
+
+std::string escape(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace kvq::cli

@@ -1,0 +1,90 @@
+// What every `kvq` command shares: exit codes, the global options (Context), the one error type the
+// CLI throws itself (CliError), CLI11 validators for the argument kinds (int64, durations,
+// non-empty strings), and reading/printing values (`-` = stdin, binary safe).
+//
+// A command group registers its subcommands on the root CLI::App with add_*_commands(app, ctx)
+// (commands.h); each leaf subcommand sets ctx.action, which main() runs after parsing.
+#ifndef KVQ_TOOLS_KVQ_CLI_H_
+#define KVQ_TOOLS_KVQ_CLI_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kvq/kvq.h"
+
+namespace kvq::cli {
+
+// Exit statuses (README.md, `kvq --help`).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;  // a kvq error (kvq::Error), or a failed check (demo)
+inline constexpr int kExitUsage = 2;  // bad arguments: nothing was opened or written
+inline constexpr int kExitEmpty = 3;  // pop/peek on an empty queue
+
+// An error the CLI reports itself: main() prints "kvq: error: " + what() as one line and exits
+// with exit_code().
+class CliError : public std::runtime_error {
+ public:
+  CliError(int exit_code, const std::string& message)
+      : std::runtime_error(message), exit_code_(exit_code) {}
+  int exit_code() const noexcept { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// The global options and the command chosen on the command line.
+struct Context {
+  std::string url;               // --db; empty = not given
+  bool high_contention = false;  // --high-contention (queue and pq commands)
+  std::function<int()> action;   // set by the leaf subcommand that was given; returns the exit code
+
+  // The URL queue/pq/dump use: --db, else $KVQ_DB if set and non-empty, else default_url().
+  std::string database_url() const;
+  // --db, else "memory:" (demo and bench default to a fresh in-memory database).
+  std::string url_or_memory() const { return url.empty() ? "memory:" : url; }
+  // kvq::open(database_url()). Throws what kvq::open throws.
+  std::shared_ptr<Database> open() const;
+};
+
+// The URL used when neither --db nor $KVQ_DB is given: rocksdb:./kvq-data if the RocksDB engine is
+// built, else memory:.
+std::string default_url();
+// The help text of --db.
+std::string db_option_help();
+
+// Registers --db and --high-contention on `app`.
+void add_global_options(CLI::App& app, Context& ctx);
+// Makes `fn` the action run when `command` is the (leaf) subcommand given.
+void set_action(CLI::App* command, Context& ctx, std::function<int()> fn);
+
+// Validators. Int64(): a decimal int64 (no overflow, no trailing text). NonEmpty(): not "".
+CLI::Validator Int64();
+CLI::Validator NonEmpty();
+// A duration with a unit (ms, s, m), converted to milliseconds: "500ms", "5s", "2m".
+CLI::Validator DurationMs();
+// A duration in seconds with an optional unit (ms, s, m): "0.3", "300ms", "2s".
+CLI::Validator DurationSeconds();
+
+// The value an argument stands for: `arg` itself, or for "-" the whole of `in` (binary safe).
+// Throws CliError(kExitError) with value_too_large's name if the value is over kMaxValueSize
+// (reading stops just past the limit), and CliError(kExitUsage) if "-" appears more than once.
+// `command` ("queue push") names the command in messages.
+std::vector<std::string> read_values(const std::vector<std::string>& args, std::FILE* in,
+                                     const std::string& command);
+
+// Prints `value` and a newline (raw: the value's bytes only) to stdout and returns kExitOk; for
+// nullopt prints "kvq: <what> is empty" to stderr and returns kExitEmpty.
+int print_value(const std::optional<std::string>& value, bool raw, const std::string& what);
+
+// `s` with bytes outside printable ASCII as \xNN and backslash as \\ (one line, for dump).
+std::string escape(const std::string& s);
+
+}  // namespace kvq::cli
+
+#endif  // KVQ_TOOLS_KVQ_CLI_H_
