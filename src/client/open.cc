@@ -3,10 +3,10 @@
 #include <memory>
 #include <string>
 
-#include "kvq/database.h"
-#include "engine/memory/memory_store.h"
 #include "common/url.h"
+#include "engine/memory/memory_store.h"
 #include "engine/pipeline/commit_pipeline.h"
+#include "kvq/database.h"
 
 // Optional engines declare their factories in these headers:
 //   std::shared_ptr<engine::Engine> engine::open_rocksdb(const std::string& path,
