@@ -1,12 +1,22 @@
 // Transactions per second of the memory engine: single-key set+commit transactions and single-key
 // get transactions, at 1, 2, 4 and 8 threads, each through Database::run (the retry loop).
 //
-// Usage: txn_bench [--json] [--seconds=S] [--url=memory:]
+// Usage: txn_bench [--json] [--seconds=S] [--url=memory:] [--threads=1,2,4,8]
+//        txn_bench --pops [--url=memory:]
+// --threads: the client counts to measure; --no-reads: only the set+commit workload.
 // Prints a table (or a JSON object with --json): tx/s is wall-clock throughput; tx/cpu-s is
 // transactions per CPU-second the process used, which does not depend on other load on the
 // machine (x cores = the throughput the cores would give if the process had them to itself).
+//
+// --pops: the cost of one kvq::Queue pop with 10 and with 100,000 items queued, each after
+// 90,000 pops from the front of the queue (the garbage an engine must not walk over), with and
+// without an old transaction open that keeps the popped items' tombstones: the median
+// microseconds of 2,000 pops, each followed by an untimed push that keeps the queue's length,
+// and its ratio to a pop with 10 queued and no garbage. Use a URL whose MVCC window outlasts the
+// run (memory:?mvcc_window_ms=600000), or the old reader's version is released after 5 s.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +26,9 @@
 #include <vector>
 
 #include "kvq/database.h"
+#include "kvq/queue.h"
+#include "kvq/subspace.h"
+#include "kvq/tuple.h"
 
 namespace {
 
@@ -76,11 +89,63 @@ Measured measure(int threads, double seconds, Body body) {
   return {static_cast<double>(total) / elapsed, total, static_cast<double>(total) / cpu};
 }
 
+// Median microseconds of one pop with `queued` items in the queue, after `popped` pops. With
+// `old_reader`, a transaction that read before the pops stays open (its read version holds the
+// MVCC floor down, so the popped items' tombstones stay).
+double pop_us(const std::string& url, int queued, int popped, bool old_reader) {
+  auto db = kvq::open(url);
+  kvq::Queue q(db, kvq::Subspace(kvq::Tuple().append("pops")));
+  const std::string value(16, 'v');
+  for (int i = 0; i < popped + queued; ++i) q.push(value);
+  kvq::Transaction reader = db->create_transaction();
+  if (old_reader) reader.get("anything");
+  for (int i = 0; i < popped; ++i) q.pop();
+  std::vector<double> us;
+  for (int i = 0; i < 2000; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    q.pop();
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    q.push(value);
+  }
+  std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
+  return us[us.size() / 2];
+}
+
+int run_pops(const std::string& url) {
+  const double clean = pop_us(url, 10, 0, false);
+  std::printf("%s: median pop with 10 queued, nothing popped before: %.2f us\n", url.c_str(),
+              clean);
+  for (bool old_reader : {false, true}) {
+    for (int queued : {10, 100000}) {
+      const double t = pop_us(url, queued, 90000, old_reader);
+      std::printf("  %6d queued after 90,000 pops%s: %.2f us (%.2f x)\n", queued,
+                  old_reader ? ", an old reader open" : "", t, t / clean);
+    }
+  }
+  return 0;
+}
+
+std::vector<int> parse_threads(const std::string& list) {
+  std::vector<int> out;
+  std::size_t pos = 0;
+  while (pos < list.size()) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    out.push_back(std::atoi(list.substr(pos, comma - pos).c_str()));
+    pos = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool json = false;
+  bool pops = false;
   double seconds = 1.0;
+  std::vector<int> thread_counts = {1, 2, 4, 8};
+  bool reads = true;
   std::string url = "memory:";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -90,14 +155,23 @@ int main(int argc, char** argv) {
       seconds = std::atof(a.c_str() + 10);
     } else if (a.rfind("--url=", 0) == 0) {
       url = a.substr(6);
+    } else if (a.rfind("--threads=", 0) == 0) {
+      thread_counts = parse_threads(a.substr(10));
+    } else if (a == "--no-reads") {
+      reads = false;
+    } else if (a == "--pops") {
+      pops = true;
     } else {
-      std::fprintf(stderr, "usage: txn_bench [--json] [--seconds=S] [--url=URL]\n");
+      std::fprintf(stderr,
+                   "usage: txn_bench [--json] [--seconds=S] [--url=URL] [--threads=1,2,4,8] "
+                   "[--no-reads] [--pops]\n");
       return 2;
     }
   }
+  if (pops) return run_pops(url);
   std::vector<Result> results;
   const std::string value(16, 'v');
-  for (int threads : {1, 2, 4, 8}) {
+  for (int threads : thread_counts) {
     auto db = kvq::open(url);
     auto before = db->stats().commit_batches;
     Measured w = measure(threads, seconds, [&](const std::string& k) {
@@ -107,6 +181,7 @@ int main(int argc, char** argv) {
     results.push_back({"set+commit", threads, w.tx_per_s,
                        batches ? static_cast<double>(w.count) / static_cast<double>(batches) : 0,
                        w.tx_per_cpu_s});
+    if (!reads) continue;
     Measured r = measure(threads, seconds, [&](const std::string& k) {
       db->run([&](kvq::Transaction& tr) { return tr.get(k); });
     });

@@ -1,6 +1,10 @@
 #include "engine/memory/memory_store.h"
 
+#include <algorithm>
+#include <iterator>
 #include <mutex>
+
+#include "common/bytes.h"
 
 namespace kvq::engine {
 
@@ -21,28 +25,7 @@ class MemoryStore::Snapshot final : public pipeline::StoreSnapshot {
   }
 
   std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
-                                  bool reverse) const override {
-    std::vector<KeyValue> out;
-    if (!(begin < end)) return out;
-    const std::size_t max = limit > 0 ? static_cast<std::size_t>(limit) : SIZE_MAX;
-    std::shared_lock<std::shared_mutex> lock(store_->mu_);
-    check_not_too_old();
-    auto lo = store_->data_.lower_bound(begin);
-    auto hi = store_->data_.lower_bound(end);
-    if (!reverse) {
-      for (auto it = lo; it != hi && out.size() < max; ++it) {
-        const Entry* e = visible(it->second, version_);
-        if (e != nullptr && e->value) out.push_back({it->first, *e->value});
-      }
-    } else {
-      for (auto it = hi; it != lo && out.size() < max;) {
-        --it;
-        const Entry* e = visible(it->second, version_);
-        if (e != nullptr && e->value) out.push_back({it->first, *e->value});
-      }
-    }
-    return out;
-  }
+                                  bool reverse) const override;
 
  private:
   void check_not_too_old() const {
@@ -56,6 +39,118 @@ class MemoryStore::Snapshot final : public pipeline::StoreSnapshot {
   const MemoryStore* store_;
   Version version_;
 };
+
+// One range read over the map (the store's shared lock held). It steps over keys without a value
+// at the snapshot's version, jumping over the dead stretches the store knows (DeadRanges), and
+// teaches the store the stretch it stepped over before the first value it found.
+class MemoryStore::RangeScan {
+ public:
+  RangeScan(const MemoryStore& store, Version version, std::string_view begin, std::string_view end,
+            std::size_t max, std::vector<KeyValue>* out)
+      : store_(store), version_(version), begin_(begin), end_(end), max_(max), out_(out) {}
+
+  void forward() {
+    auto it = store_.data_.lower_bound(begin_);
+    const auto hi = store_.data_.lower_bound(end_);
+    while (it != hi && out_->size() < max_) {
+      const Entry* e = visible(it->second, version_);
+      if (e != nullptr && e->value) {
+        stop_learning(begin_, it->first);
+        out_->push_back({it->first, *e->value});
+        ++it;
+        continue;
+      }
+      if (!note_dead(it->second)) stop_learning(begin_, it->first);
+      auto hit = try_skip(it->first);
+      if (!hit) {
+        ++it;
+      } else if (std::string_view(hit->end) >= end_) {
+        it = hi;
+      } else {
+        it = store_.data_.lower_bound(hit->end);
+      }
+    }
+    stop_learning(begin_, it == hi ? end_ : std::string_view(it->first));
+  }
+
+  void backward() {
+    auto it = store_.data_.lower_bound(end_);  // one past the next key to look at
+    const auto lo = store_.data_.lower_bound(begin_);
+    while (it != lo && out_->size() < max_) {
+      auto cur = std::prev(it);
+      const Entry* e = visible(cur->second, version_);
+      if (e != nullptr && e->value) {
+        stop_learning(common::key_after(cur->first), end_);
+        out_->push_back({cur->first, *e->value});
+        it = cur;
+        continue;
+      }
+      if (!note_dead(cur->second)) stop_learning(common::key_after(cur->first), end_);
+      auto hit = try_skip(cur->first);
+      if (!hit) {
+        it = cur;
+      } else if (std::string_view(hit->begin) <= begin_) {
+        it = lo;
+      } else {
+        it = store_.data_.lower_bound(hit->begin);
+      }
+    }
+    stop_learning(begin_, end_);  // (only if every key down to begin was dead)
+  }
+
+ private:
+  // A key without a value at the snapshot: whether it is dead from the snapshot on (its newest
+  // entry is a tombstone at or below the snapshot's version). While learning, a dead key extends
+  // the stretch.
+  bool note_dead(const Chain& chain) {
+    const Entry& newest = chain.back();
+    if (newest.value || newest.version > version_) return false;
+    if (learning_) {
+      since_ = std::max(since_, newest.version);
+      ++stepped_;
+    }
+    return true;
+  }
+
+  // Consults the store's stretches at the first dead key and after each jump (not at every
+  // step of a walk the stretches do not cover).
+  std::optional<DeadRanges::Hit> try_skip(const std::string& key) {
+    if (!consult_) return std::nullopt;
+    auto hit = store_.dead_.skip(key, version_);
+    consult_ = hit.has_value();
+    if (hit && learning_) since_ = std::max(since_, hit->since);
+    return hit;
+  }
+
+  // Ends learning: [from, to) holds no value at any version from since_ on.
+  void stop_learning(std::string_view from, std::string_view to) {
+    if (!learning_) return;
+    learning_ = false;
+    if (stepped_ > 0) store_.dead_.learn(std::string(from), std::string(to), since_);
+  }
+
+  const MemoryStore& store_;
+  const Version version_;
+  const std::string_view begin_, end_;
+  const std::size_t max_;
+  std::vector<KeyValue>* out_;
+  bool learning_ = true;
+  bool consult_ = true;
+  std::size_t stepped_ = 0;
+  Version since_ = 0;
+};
+
+std::vector<KeyValue> MemoryStore::Snapshot::get_range(std::string_view begin, std::string_view end,
+                                                       int limit, bool reverse) const {
+  std::vector<KeyValue> out;
+  if (!(begin < end)) return out;
+  const std::size_t max = limit > 0 ? static_cast<std::size_t>(limit) : SIZE_MAX;
+  std::shared_lock<std::shared_mutex> lock(store_->mu_);
+  check_not_too_old();
+  RangeScan scan(*store_, version_, begin, end, max, &out);
+  reverse ? scan.backward() : scan.forward();
+  return out;
+}
 
 const MemoryStore::Entry* MemoryStore::visible(const Chain& chain, Version version) {
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
@@ -94,6 +189,7 @@ void MemoryStore::apply(Version version, const std::vector<pipeline::StoreWrite>
         auto it = data_.find(w.key);
         if (it == data_.end()) it = data_.emplace(w.key, Chain{}).first;
         append(it->first, it->second, version, w.value);
+        dead_.written(w.key);
         break;
       }
       case pipeline::StoreWrite::Kind::kClear: {

@@ -3,7 +3,9 @@
 // below forget_before()'s floor keeps, per key, only the newest entry at or below the floor (and
 // drops keys whose surviving entry is a tombstone), incrementally: each apply() queues the keys it
 // superseded, forget_before() compacts those whose superseding version fell below the floor.
-// Memory therefore tracks the live data plus the versions newer than the floor.
+// Memory therefore tracks the live data plus the versions newer than the floor. Tombstones newer
+// than the floor (a queue's popped front while an old reader holds the floor down) are not walked
+// over again and again: range reads learn and skip dead stretches (dead_ranges.h).
 //
 // Thread safety: as VersionedStore: apply()/forget_before() from one thread at a time, snapshot()
 // and snapshot reads from any thread. Snapshots must not outlive the store. A snapshot whose
@@ -22,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/memory/dead_ranges.h"
 #include "engine/pipeline/versioned_store.h"
 
 namespace kvq::engine {
@@ -43,6 +46,7 @@ class MemoryStore final : public pipeline::VersionedStore {
 
  private:
   class Snapshot;
+  class RangeScan;
   struct Entry {
     Version version;
     std::optional<std::string> value;  // nullopt: tombstone
@@ -56,6 +60,8 @@ class MemoryStore final : public pipeline::VersionedStore {
   void compact(const std::string& key);
 
   mutable std::shared_mutex mu_;
+  // Stretches with no value from some version on, so range reads skip the tombstones of pops.
+  mutable DeadRanges dead_;
   std::map<std::string, Chain, std::less<>> data_;
   std::atomic<Version> latest_{0};
   Version floor_ = 0;  // guarded by mu_

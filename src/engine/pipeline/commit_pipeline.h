@@ -1,17 +1,26 @@
 // Internal: the commit pipeline shared by the embedded engines, after FoundationDB's proxy +
-// resolver + storage path, in one process:
+// resolver + storage path, in one process and with no thread of its own:
 //
 //   Session::commit(request)
-//     -> queue            concurrent commits queue up while a batch is in flight (group commit);
-//                         the first waiter becomes the leader of the next batch
+//     -> WriteGroup       group commit as LevelDB's DBImpl::Write / RocksDB's WriteThread: the
+//                         committer that finds no batch in progress leads; it takes every commit
+//                         queued so far as one batch and runs the phases below on its own thread;
+//                         the others wait (spin, yield, then sleep) and get their result from it
+//                         (write_group.h)
 //     -> version          one commit version per batch: max(last + 1, base + microseconds since
 //                         the pipeline started), base = the store's recovered version, so versions
 //                         advance ~1,000,000 per second like FoundationDB's
-//     -> ConflictChecker  too-old / conflict decision per transaction, in batch order
-//     -> resolve          atomic ADDs and versionstamps (8-byte big-endian version + 2-byte
-//                         big-endian position in the batch) become plain StoreWrites
-//     -> VersionedStore::apply(version, writes)   one atomic apply per batch
-//     -> wake             committers get their result; watches on written keys are fired
+//     -> collect          the MVCC floor rises; the checker and the store forget below it
+//                         (read_versions.h)
+//     -> BatchResolver    stamp: versionstamps (8-byte big-endian version + 2-byte big-endian
+//                         position in the batch); check: ConflictChecker, too-old / conflict per
+//                         transaction in batch order; resolve: atomic ADDs and versionstamps become
+//                         plain StoreWrites (batch_resolver.h)
+//     -> VersionedStore::apply(version, writes)   one atomic apply per batch (RocksDB: one WAL
+//                         write + sync)
+//     -> publish          the version becomes the newest read version
+//     -> notify           watches on written keys are fired (watch_registry.h); the leader hands
+//                         the leadership to the oldest waiting commit, then releases its followers
 //
 // Read versions: a session reads the store snapshot at the latest applied version and holds a pin
 // on it. The MVCC floor is max(oldest pinned read version, newest version superseded more than
@@ -20,7 +29,8 @@
 //
 // Plugging a store in (the RocksDB engine does this):
 //   std::shared_ptr<engine::Engine> e =
-//       pipeline::make_pipeline_engine(std::make_unique<MyStore>(...), pipeline::PipelineOptions{});
+//       pipeline::make_pipeline_engine(std::make_unique<MyStore>(...),
+//       pipeline::PipelineOptions{});
 //   auto db = std::make_shared<kvq::Database>(e, url);
 //
 // Thread safety: the engine is thread-safe; each Session is used by one thread at a time.
