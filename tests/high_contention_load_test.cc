@@ -47,7 +47,8 @@ struct Workload {
   int items = 1000;
   std::size_t value_size = 0;
   std::function<void(const std::string&, std::int64_t)> push;
-  std::function<std::optional<std::string>(int popper, std::uint64_t n, history::PopKind* kind)> pop;
+  std::function<std::optional<std::string>(int popper, std::uint64_t n, history::PopKind* kind)>
+      pop;
 };
 
 struct History {
@@ -129,7 +130,7 @@ QueueOptions high_contention() {
   return o;
 }
 
-int etcd_items() { return static_cast<int>(testing::env_int("KVQ_TEST_ETCD_ITEMS", 1000)); }
+int etcd_items() { return static_cast<int>(testing::env_int("KVQ_TEST_ETCD_ITEMS", 400)); }
 
 TEST(HighContentionLoad, SixtyFourQueuePoppersOnEtcdKeepAnExactHistory) {
   std::string why;
@@ -168,7 +169,7 @@ TEST(HighContentionLoad, HundredTwentyPoppersOfLargeItemsOnMemoryKeepAnExactHist
   Queue q(db, Subspace(Tuple().append("Qbig")), high_contention());
   Workload w;
   w.poppers = 120;
-  w.items = testing::kSanitizerBuild ? 240 : 480;
+  w.items = testing::kSanitizerBuild ? 120 : 240;
   w.value_size = 99'000;
   w.push = [&](const std::string& v, std::int64_t) { q.push(v); };
   w.pop = [&](int, std::uint64_t, history::PopKind*) {

@@ -24,9 +24,9 @@ class HighContentionTest : public LayerTest {
   // Registers a pop request for `id` exactly as a popper does.
   void add_phantom_request(const std::string& id, std::int64_t side = 0) {
     db_->run([&](Transaction& tr) {
-      tr.set_versionstamped_key(
-          control().pack_with_versionstamp(Tuple().append("req").append(Versionstamp::incomplete())),
-          Tuple().append(Bytes(id)).append(side).pack());
+      tr.set_versionstamped_key(control().pack_with_versionstamp(
+                                    Tuple().append("req").append(Versionstamp::incomplete())),
+                                Tuple().append(Bytes(id)).append(side).pack());
       std::string slot("\x00", 1);
       slot.append(10, '\0');
       slot.append("\x01\x00\x00\x00", 4);
@@ -55,10 +55,12 @@ class HighContentionTest : public LayerTest {
     auto s = get(slot_key(id));
     if (!s || s->empty()) return "<absent>";
     if ((*s)[0] == '\x02') return "<empty>";
-    if ((*s)[0] == '\x04') return get(control().pack(Tuple().append("res").append(Bytes(id)))).value_or("?");
+    if ((*s)[0] == '\x04')
+      return get(control().pack(Tuple().append("res").append(Bytes(id)))).value_or("?");
     if ((*s)[0] != '\x01' || s->size() < 5) return "<waiting>";
     std::uint32_t n = 0;
-    for (int i = 0; i < 4; ++i) n |= static_cast<std::uint32_t>(static_cast<unsigned char>((*s)[1 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      n |= static_cast<std::uint32_t>(static_cast<unsigned char>((*s)[1 + i])) << (8 * i);
     return s->substr(5 + n);
   }
   // `n` phantom requests with ids "phantom-<i>" padded to 20 bytes, registered in order, a few
@@ -174,7 +176,8 @@ TEST_P(HighContentionTest, ManyWaitingRequestsAreServedInOrderWithinTheEngineLim
   auto ids = add_phantoms(160);
   for (int i = 0; i < 161; ++i) q.push("item-" + std::to_string(i));
   EXPECT_EQ(q.pop(), "item-160");  // behind every phantom
-  for (int i = 0; i < 160; ++i) EXPECT_EQ(delivered(ids[static_cast<std::size_t>(i)]), "item-" + std::to_string(i));
+  for (int i = 0; i < 160; ++i)
+    EXPECT_EQ(delivered(ids[static_cast<std::size_t>(i)]), "item-" + std::to_string(i));
   EXPECT_EQ(q.size(), 0);
   EXPECT_EQ(count("req"), 0);
 }
@@ -193,7 +196,8 @@ TEST_P(HighContentionTest, RequestsForLargeItemsAreServedWithinTheByteLimit) {
   };
   for (int i = 0; i < 121; ++i) pq.push(big(i), /*priority=*/i);
   EXPECT_EQ(pq.pop_min(), big(0));  // every phantom asked for the max: newest priorities first
-  for (int i = 0; i < 120; ++i) EXPECT_EQ(delivered(ids[static_cast<std::size_t>(i)]), big(120 - i)) << i;
+  for (int i = 0; i < 120; ++i)
+    EXPECT_EQ(delivered(ids[static_cast<std::size_t>(i)]), big(120 - i)) << i;
   EXPECT_EQ(pq.size(), 0);
   EXPECT_EQ(count("req"), 0);
 }

@@ -3,13 +3,12 @@
 // key per object in the store until the 10-minute sweep. Now an object's markers are cleared by its
 // later operations and by its destructor: memory stays flat and nothing is left behind.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 #include "kvq/kvq.h"
 #include "support/layer_engines.h"
@@ -46,7 +45,8 @@ void use_queues(const std::shared_ptr<Database>& db, const Subspace& space, bool
 TEST(QueueMarkers, HundredThousandQueueObjectsLeaveNoMarkersAndKeepMemoryFlat) {
   auto db = open("memory:");
   const Subspace space(Tuple().append("M"));
-  const long n = testing::env_int("KVQ_TEST_MARKER_OBJECTS", testing::kSanitizerBuild ? 20000 : 100000);
+  const long n =
+      testing::env_int("KVQ_TEST_MARKER_OBJECTS", testing::kSanitizerBuild ? 20000 : 100000);
   use_queues(db, space, false, n / 5);  // warm up the engine and allocator
   const long before = rss_kib();
   use_queues(db, space, false, n - n / 5);

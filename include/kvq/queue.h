@@ -88,10 +88,10 @@ class Queue {
   void push(Transaction& tr, std::string_view value);
 
   // Removes and returns the front item; nullopt if the queue is empty. Safe to retry after
-  // commit_unknown_result (a marker tells whether the earlier attempt popped). Ordering: items whose
-  // pushes did not overlap in time are popped in push order (pushes that overlap may come out in
-  // either order). In high-contention mode, requests are served in the order they were made and a
-  // new pop never overtakes a waiting one. Throws timed_out after options.pop_timeout (the item
+  // commit_unknown_result (a marker tells whether the earlier attempt popped). Ordering: items
+  // whose pushes did not overlap in time are popped in push order (pushes that overlap may come out
+  // in either order). In high-contention mode, requests are served in the order they were made and
+  // a new pop never overtakes a waiting one. Throws timed_out after options.pop_timeout (the item
   // then stays in the queue), and non-retryable engine errors; a high-contention pop that throws
   // has withdrawn its request and put back an item already delivered to it (best effort: if the
   // engine is unreachable, a later pop does so after contention.request_ttl).

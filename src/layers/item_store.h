@@ -30,7 +30,8 @@ class ItemStore {
   // `prioritized` selects the PriorityQueue layout (priority, count, random); otherwise the Queue
   // layout (index, random). Throws invalid_argument for a null db, invalid_option_value for bad
   // options. Does no I/O.
-  ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options, bool prioritized);
+  ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options,
+            bool prioritized);
 
   // Push with its own retry loop and idempotency marker. `priority` is ignored for queues.
   void push(std::string_view value, std::int64_t priority);

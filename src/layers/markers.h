@@ -2,12 +2,12 @@
 //
 // A push or pop with its own retry loop writes a fresh marker key ("kvq", "mark", unix_ms, random)
 // in its transaction; after commit_unknown_result the retry reads it to learn whether the earlier
-// attempt committed (contention/run_once.h). Once the operation has returned, its marker is useless:
-// it is remembered here as "finished" and cleared (blind clears, no conflicts) by a later operation
-// of the same object, at most kClearPerWrite per operation, and by the destructor. So an object
-// holds at most a few markers per thread using it, its memory does not grow, and a destroyed object
-// leaves no marker behind. Markers of processes that died are swept by age (marker_ttl), now and
-// then. Thread-safe.
+// attempt committed (contention/run_once.h). Once the operation has returned, its marker is
+// useless: it is remembered here as "finished" and cleared (blind clears, no conflicts) by a later
+// operation of the same object, at most kClearPerWrite per operation, and by the destructor. So an
+// object holds at most a few markers per thread using it, its memory does not grow, and a destroyed
+// object leaves no marker behind. Markers of processes that died are swept by age (marker_ttl), now
+// and then. Thread-safe.
 #ifndef KVQ_SRC_LAYERS_MARKERS_H_
 #define KVQ_SRC_LAYERS_MARKERS_H_
 

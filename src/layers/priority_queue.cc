@@ -9,10 +9,8 @@ using detail::Side;
 PriorityQueue::PriorityQueue(std::shared_ptr<Database> db, Subspace subspace,
                              PriorityQueueOptions options)
     : options_(options),
-      store_(std::make_shared<detail::ItemStore>(
-          std::move(db), std::move(subspace),
-          options,
-          /*prioritized=*/true)) {}
+      store_(std::make_shared<detail::ItemStore>(std::move(db), std::move(subspace), options,
+                                                 /*prioritized=*/true)) {}
 
 void PriorityQueue::push(std::string_view value, std::int64_t priority) {
   store_->push(value, priority);

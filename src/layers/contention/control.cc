@@ -86,8 +86,7 @@ std::string ControlKeys::req(std::string_view stamp) const {
   return control_.pack(Tuple().append("req").append(Versionstamp::complete(stamp)));
 }
 std::string ControlKeys::req_placeholder() const {
-  return control_.pack_with_versionstamp(
-      Tuple().append("req").append(Versionstamp::incomplete()));
+  return control_.pack_with_versionstamp(Tuple().append("req").append(Versionstamp::incomplete()));
 }
 std::string ControlKeys::slot_before(std::int64_t unix_ms) const {
   return slot(common::encode_be64(static_cast<std::uint64_t>(unix_ms)));

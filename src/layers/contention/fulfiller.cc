@@ -1,6 +1,7 @@
 #include "layers/contention/fulfiller.h"
 
 #include <algorithm>
+#include <set>
 
 #include "kvq/error.h"
 #include "kvq/tuple.h"
@@ -32,6 +33,10 @@ struct Fulfiller::Batch {
   bool mine_served = false;
   std::optional<std::string> mine_value;
   Cost per_request{kFirstRequestOps, kFirstRequestBytes};
+  // The items this batch may hand out, read up front (two range reads, not one per request).
+  std::vector<KeyValue> ends[2];  // [Side::kFront] first items, [Side::kBack] last items
+  std::size_t next[2] = {0, 0};
+  std::set<std::string> used;  // keys already handed out (the two ends may meet)
 };
 
 Fulfiller::Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
@@ -120,21 +125,35 @@ void Fulfiller::reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r) 
   auto stale = tr.get_range(keys_.slot_begin(), keys_.slot_before(cut),
                             {.limit = kReclaimPerBatch, .snapshot = true});
   for (const auto& kv : stale) {
-    const std::string id = keys_.slot_id(kv.key);
-    Slot s = read_slot(tr, kv.key);
-    if (s.waiting()) {
-      if (request_created_ms(id) >= cut - options_.request_ttl.count()) continue;
-      if (tr.get(keys_.req(s.stamp))) continue;  // its request expires in request order
+    try {
+      reclaim_one(tr, kv.key, cut, r);
+    } catch (const Error& e) {
+      // Bytes kvq does not write (e.g. an already consumed slot an older kvq left for lazy
+      // clearing): an abandoned slot nobody can take; drop it rather than block every batch.
+      if (e.code() != ErrorCode::kCorruption) throw;
+      tr.clear(kv.key);
     }
-    if (s.kind == Slot::kDelivered) {
-      put_back(tr, id, s);
-      ++r->reclaimed;
-    }
-    tr.clear(kv.key);
   }
 }
 
+void Fulfiller::reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r) {
+  const std::string id = keys_.slot_id(slot);
+  Slot s = read_slot(tr, slot);
+  if (s.waiting()) {
+    if (request_created_ms(id) >= cut - options_.request_ttl.count()) return;
+    if (tr.get(keys_.req(s.stamp))) return;  // its request expires in request order
+  }
+  if (s.kind == Slot::kDelivered) {
+    put_back(tr, id, s);
+    ++r->reclaimed;
+  }
+  tr.clear(slot);
+}
+
 void Fulfiller::put_back(Transaction& tr, const std::string& id, const Slot& s) {
+  if (s.item_key < items_.begin || s.item_key >= items_.end) {
+    throw Error(ErrorCode::kCorruption, "queue: a delivered slot names a key outside the items");
+  }
   std::optional<std::string> value = s.value ? s.value : tr.get(keys_.res(id));
   if (!value) throw Error(ErrorCode::kCorruption, "queue: delivered item's value is missing");
   restore(tr, KeyValue{s.item_key, *value});
@@ -154,6 +173,7 @@ bool Fulfiller::has_abandoned(Transaction& tr) {
 }
 
 void Fulfiller::serve_requests(Transaction& tr, Batch& b, Result* r) {
+  read_ends(tr, b);
   while (b.consumed < b.cap) {
     if (!serve_one(tr, b, b.reqs[b.consumed], r)) {
       r->cut = true;
@@ -162,28 +182,26 @@ void Fulfiller::serve_requests(Transaction& tr, Batch& b, Result* r) {
   }
 }
 
-// Serves (or expires) one request if it fits in the transaction: returns false, changing nothing
-// but reads, if it does not.
+// Serves (or expires) one request if it fits in the transaction: returns false, changing
+// nothing, if it does not. The request's slot is not read: a request key exists exactly while its
+// slot waits (registration, fulfilment, withdrawal and expiry change both in one transaction), and
+// the read conflict on the request key catches a withdrawal made meanwhile.
 bool Fulfiller::serve_one(Transaction& tr, Batch& b, const Request& req, Result* r) {
   const TransactionUsage before = tr.usage();
-  if (!b.first && !fits(before, b.per_request, 0)) return false;
-  const std::string slot = keys_.slot(req.id);
-  Slot s = read_slot(tr, slot);
   const bool mine = b.me && req.id == *b.me;
-  const bool expired =
-      !mine && request_created_ms(req.id) < b.now - options_.request_ttl.count();
-  std::optional<KeyValue> item;
-  if (s.waiting() && !expired) item = next_item(tr, req.side);
+  const bool expired = !mine && request_created_ms(req.id) < b.now - options_.request_ttl.count();
+  const KeyValue* item = expired ? nullptr : peek_item(b, req.side);
   const std::size_t item_bytes = item ? item->key.size() + item->value.size() : 0;
   if (!b.first && !fits(before, b.per_request, item_bytes)) return false;
   tr.add_read_conflict_key(req.key);
   tr.clear(req.key);
   tr.atomic_add(keys_.waiting(), std::int64_t{-1});
-  if (s.waiting() && expired) {
-    tr.clear(slot);  // a live popper finds its slot gone and registers again
+  if (expired) {
+    tr.clear(keys_.slot(req.id));  // a live popper finds its slot gone and registers again
     ++r->expired;
-  } else if (s.waiting()) {
-    deliver(tr, b, req, std::move(item));
+  } else {
+    if (item) b.used.insert(item->key);
+    deliver(tr, b, req, item);
     ++r->served;
   }
   ++b.consumed;
@@ -202,16 +220,28 @@ bool Fulfiller::fits(const TransactionUsage& u, const Cost& per_request,
          u.bytes + per_request.bytes + item_bytes + kTailBytes <= limits_.max_bytes;
 }
 
-// The next item from `side` not yet taken by this batch (read-your-writes skips cleared keys).
-std::optional<KeyValue> Fulfiller::next_item(Transaction& tr, Side side) {
-  auto kvs = tr.get_range(items_.begin, items_.end,
-                          {.limit = 1, .reverse = side == Side::kBack});
-  if (kvs.empty()) return std::nullopt;
-  return std::move(kvs[0]);
+// Reads, for the requests this batch may serve, as many items from each end as they ask for.
+// Read-your-writes leaves out items this transaction already took (serve_all's later rounds).
+void Fulfiller::read_ends(Transaction& tr, Batch& b) {
+  int wanted[2] = {0, 0};
+  for (std::size_t i = b.consumed; i < b.cap; ++i) ++wanted[static_cast<int>(b.reqs[i].side)];
+  for (int side = 0; side < 2; ++side) {
+    b.ends[side].clear();
+    b.next[side] = 0;
+    if (wanted[side] == 0) continue;
+    b.ends[side] =
+        tr.get_range(items_.begin, items_.end, {.limit = wanted[side], .reverse = side == 1});
+  }
 }
 
-void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req,
-                        std::optional<KeyValue> item) {
+// The next item from `side` not yet handed out, or nullptr if there is none.
+const KeyValue* Fulfiller::peek_item(Batch& b, Side side) {
+  const int s = static_cast<int>(side);
+  while (b.next[s] < b.ends[s].size() && b.used.count(b.ends[s][b.next[s]].key)) ++b.next[s];
+  return b.next[s] < b.ends[s].size() ? &b.ends[s][b.next[s]] : nullptr;
+}
+
+void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req, const KeyValue* item) {
   const std::string slot = keys_.slot(req.id);
   const bool mine = b.me && req.id == *b.me;
   if (mine) b.mine_served = true;
@@ -224,7 +254,7 @@ void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req,
   ++b.taken;
   if (mine) {
     tr.clear(slot);  // the fulfiller takes its own item directly
-    b.mine_value = std::move(item->value);
+    b.mine_value = item->value;
   } else if (auto inline_slot = delivered_inline(*item)) {
     tr.set(slot, *inline_slot);
   } else {
@@ -233,8 +263,7 @@ void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req,
   }
 }
 
-void Fulfiller::finish_leased(Transaction& tr, const Batch& b, const std::string& me,
-                              Result* r) {
+void Fulfiller::finish_leased(Transaction& tr, const Batch& b, const std::string& me, Result* r) {
   if (b.taken > 0) tr.atomic_add(items_.size_key, -b.taken);
   if (!b.mine_served) {
     tr.set(keys_.lease(), lease_value(me, b.now + options_.lease.count()));

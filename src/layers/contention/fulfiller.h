@@ -68,11 +68,13 @@ class Fulfiller {
   bool holds_lease(Transaction& tr, const std::string& me, std::int64_t now, Result* r);
   std::vector<Request> read_requests(Transaction& tr);
   void reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r);
+  void reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r);
   void serve_requests(Transaction& tr, Batch& b, Result* r);
   bool serve_one(Transaction& tr, Batch& b, const Request& req, Result* r);
   bool fits(const TransactionUsage& u, const Cost& per_request, std::size_t item_bytes) const;
-  std::optional<KeyValue> next_item(Transaction& tr, Side side);
-  void deliver(Transaction& tr, Batch& b, const Request& req, std::optional<KeyValue> item);
+  void read_ends(Transaction& tr, Batch& b);
+  const KeyValue* peek_item(Batch& b, Side side);
+  void deliver(Transaction& tr, Batch& b, const Request& req, const KeyValue* item);
   void finish_leased(Transaction& tr, const Batch& b, const std::string& me, Result* r);
   bool hand_lease_to(Transaction& tr, const std::string& id, std::int64_t now);
 

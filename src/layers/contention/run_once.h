@@ -27,8 +27,7 @@ namespace kvq::contention {
 // errors, and retryable ones once options' retry_limit or timeout is used up.
 template <typename Body, typename Committed>
 auto run_once(Database& db, Body&& body, Committed&& committed,
-              const TransactionOptions& options = {})
-    -> std::invoke_result_t<Body&, Transaction&> {
+              const TransactionOptions& options = {}) -> std::invoke_result_t<Body&, Transaction&> {
   using R = std::invoke_result_t<Body&, Transaction&>;
   Transaction tr = db.create_transaction(options);
   std::optional<R> maybe_result;  // what the last maybe-committed attempt computed

@@ -17,6 +17,9 @@ constexpr std::int64_t kFreeLeaseGraceMs = 2;
 // Bounds of the best-effort withdrawal of a failed pop.
 constexpr TransactionOptions kAbandonOptions{.timeout = std::chrono::milliseconds(5000),
                                              .retry_limit = 20};
+// A conflicting fulfilment batch retries at once (hand_off_newest removes the usual cause): a long
+// back-off would only let the lease run out under the waiting poppers.
+constexpr TransactionOptions kBatchOptions{.max_retry_delay = std::chrono::milliseconds(4)};
 
 }  // namespace
 
@@ -46,7 +49,8 @@ std::optional<std::string> StagedPops::pop(Side side, Clock::time_point deadline
 std::string StagedPops::register_request(Side side) {
   const std::string id = new_request_id();
   const std::string slot = keys_.slot(id);
-  const std::string value = Tuple().append(Bytes(id)).append(static_cast<std::int64_t>(side)).pack();
+  const std::string value =
+      Tuple().append(Bytes(id)).append(static_cast<std::int64_t>(side)).pack();
   run_once(
       *db_,
       [&](Transaction& tr) {
@@ -97,8 +101,7 @@ bool StagedPops::should_lead(Transaction& tr, const std::string& me, const Slot&
     *wait_ms = lease->expiry_ms - now_ms();
     return lease->holder == me || *wait_ms < 0;
   }
-  auto oldest =
-      tr.get_range(keys_.req_begin(), keys_.req_end(), {.limit = 1, .snapshot = true});
+  auto oldest = tr.get_range(keys_.req_begin(), keys_.req_end(), {.limit = 1, .snapshot = true});
   if (oldest.empty() || *waited || Tuple::unpack(oldest[0].value).get_bytes(0).data == me) {
     return true;
   }
@@ -119,7 +122,7 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
     // After a maybe-committed batch that took our item, our slot is gone: that batch committed.
     Fulfiller::Result r = run_once(
         *db_, [&](Transaction& tr) { return fulfiller_.leased_batch(tr, me, attempts++ > 0); },
-        [&](Transaction& tr) { return !tr.get(slot).has_value(); });
+        [&](Transaction& tr) { return !tr.get(slot).has_value(); }, kBatchOptions);
     stats.batch_conflicts.fetch_add(static_cast<std::uint64_t>(attempts - 1),
                                     std::memory_order_relaxed);
     stats.expired.fetch_add(r.expired, std::memory_order_relaxed);
