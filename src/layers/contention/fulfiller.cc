@@ -1,6 +1,7 @@
 #include "layers/contention/fulfiller.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "kvq/error.h"
@@ -13,7 +14,7 @@ namespace {
 // on etcd are about 8 operations and a few hundred bytes plus the item), and what the end of a
 // batch may still add: lease, size and waiting writes, the hand-off (a slot read and write), and
 // the read conflict on the whole request range.
-constexpr std::size_t kFirstRequestOps = 16;
+constexpr std::size_t kFirstRequestOps = 8;
 constexpr std::size_t kFirstRequestBytes = 2048;
 constexpr std::size_t kTailOps = 12;
 constexpr std::size_t kTailBytes = 4096;
@@ -173,6 +174,13 @@ bool Fulfiller::has_abandoned(Transaction& tr) {
 }
 
 void Fulfiller::serve_requests(Transaction& tr, Batch& b, Result* r) {
+  // Reading an item costs an operation on etcd too (a pin per key read), so read only as many
+  // as the requests that can fit.
+  const std::size_t room = room_for(tr, b);
+  if (room < b.cap - b.consumed) {
+    b.cap = b.consumed + room;
+    r->cut = true;
+  }
   read_ends(tr, b);
   while (b.consumed < b.cap) {
     if (!serve_one(tr, b, b.reqs[b.consumed], r)) {
@@ -212,6 +220,16 @@ bool Fulfiller::serve_one(Transaction& tr, Batch& b, const Request& req, Result*
   b.per_request.bytes =
       std::max(b.per_request.bytes, grew > item_bytes ? grew - item_bytes : std::size_t{0});
   return true;
+}
+
+// How many more requests the operation budget allows (at least one for a batch's first).
+std::size_t Fulfiller::room_for(Transaction& tr, const Batch& b) {
+  constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
+  if (limits_.max_operations == kUnbounded) return kUnbounded;
+  const std::size_t used = tr.usage().operations + kTailOps;
+  const std::size_t n =
+      used >= limits_.max_operations ? 0 : (limits_.max_operations - used) / b.per_request.ops;
+  return b.first ? std::max<std::size_t>(n, 1) : n;
 }
 
 bool Fulfiller::fits(const TransactionUsage& u, const Cost& per_request,

@@ -71,6 +71,7 @@ class Fulfiller {
   void reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r);
   void serve_requests(Transaction& tr, Batch& b, Result* r);
   bool serve_one(Transaction& tr, Batch& b, const Request& req, Result* r);
+  std::size_t room_for(Transaction& tr, const Batch& b);
   bool fits(const TransactionUsage& u, const Cost& per_request, std::size_t item_bytes) const;
   void read_ends(Transaction& tr, Batch& b);
   const KeyValue* peek_item(Batch& b, Side side);
