@@ -45,6 +45,7 @@ struct Workload {
   int producers = 4;
   int poppers = 64;
   int items = 1000;
+  int prefill = 0;  // items pushed before the clients start (so that many poppers wait at once)
   std::size_t value_size = 0;
   std::function<void(const std::string&, std::int64_t)> push;
   std::function<std::optional<std::string>(int popper, std::uint64_t n, history::PopKind* kind)>
@@ -56,10 +57,17 @@ struct History {
   std::vector<history::Pop> pops;
 };
 
-// Producers push `items` values (random priorities 0..19) while poppers pop until the producers
-// are done and they saw "empty" twice in a row. Any exception fails the test.
+// Pushes `prefill` values, then producers push the rest of `items` (random priorities 0..19) while
+// poppers pop until the producers are done and they saw "empty" twice in a row. Any exception
+// fails the test.
 History run(Workload w) {
-  std::vector<std::vector<history::Push>> pushes(static_cast<std::size_t>(w.producers));
+  std::vector<std::vector<history::Push>> pushes(static_cast<std::size_t>(w.producers) + 1);
+  for (int i = 0; i < w.prefill; ++i) {
+    history::Push h{std::to_string(i), i % 20, now_ns(), 0};
+    w.push(padded(h.value, w.value_size), h.priority);
+    h.end = now_ns();
+    pushes.back().push_back(std::move(h));
+  }
   std::vector<std::vector<history::Pop>> pops(static_cast<std::size_t>(w.poppers));
   std::atomic<int> producing{w.producers};
   std::mutex mu;
@@ -73,7 +81,7 @@ History run(Workload w) {
     threads.emplace_back([&, p] {
       std::mt19937 gen(static_cast<unsigned>(p + 1));
       try {
-        for (int i = p; i < w.items; i += w.producers) {
+        for (int i = w.prefill + p; i < w.items; i += w.producers) {
           history::Push h{std::to_string(i), static_cast<std::int64_t>(gen() % 20), now_ns(), 0};
           w.push(padded(h.value, w.value_size), h.priority);
           h.end = now_ns();
@@ -170,6 +178,7 @@ TEST(HighContentionLoad, HundredTwentyPoppersOfLargeItemsOnMemoryKeepAnExactHist
   Workload w;
   w.poppers = 120;
   w.items = testing::kSanitizerBuild ? 120 : 240;
+  w.prefill = w.items / 2;
   w.value_size = 99'000;
   w.push = [&](const std::string& v, std::int64_t) { q.push(v); };
   w.pop = [&](int, std::uint64_t, history::PopKind*) {
