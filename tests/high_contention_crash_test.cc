@@ -80,7 +80,7 @@ void pop_through_a_crash(EtcdCluster& cluster, Queue& q, Popped& popped, int* fa
   }
   while (got < kItems / 4) std::this_thread::sleep_for(1ms);
   cluster.kill(0);
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(3s);  // past the RPC timeout and failover: pops fail
   cluster.restart(0);
   std::this_thread::sleep_for(1s);
   stop = true;
