@@ -13,7 +13,8 @@
 //   pq.pop_min();   // "low"
 //   pq.pop_max();   // "high"
 //
-// Thread safety: as kvq::Queue (share freely; copies share state).
+// Thread safety: as kvq::Queue (share freely; copies share state; the last copy deletes its
+// idempotency markers).
 #ifndef KVQ_PRIORITY_QUEUE_H_
 #define KVQ_PRIORITY_QUEUE_H_
 
@@ -30,15 +31,9 @@
 
 namespace kvq {
 
-struct PriorityQueueOptions {
-  // As QueueOptions::high_contention, with pop_min and pop_max requests. Default: false.
-  bool high_contention = false;
-  HighContentionOptions contention;
-  // As QueueOptions::pop_timeout, for pop_min and pop_max. Default: 0 (none).
-  std::chrono::milliseconds pop_timeout{0};
-  // As QueueOptions::marker_ttl (push and pop idempotency markers). Default: 10 min.
-  std::chrono::milliseconds marker_ttl{600'000};
-};
+// The options of a PriorityQueue: the same struct as QueueOptions (pop_timeout applies to pop_min
+// and pop_max). The old name is kept as an alias (docs/CHANGELOG.md).
+using PriorityQueueOptions = QueueOptions;
 
 class PriorityQueue {
  public:
@@ -55,7 +50,8 @@ class PriorityQueue {
   // Removes and returns an item of the lowest priority present, the oldest of that priority (the
   // first key); nullopt if empty. Items of equal priority whose pushes overlapped may come out in
   // either order. High-contention mode: requests (min and max alike) are served in the order made.
-  // Throws timed_out after pop_timeout (item stays queued) and non-retryable engine errors.
+  // Throws timed_out after pop_timeout (item stays queued) and non-retryable engine errors; in
+  // high-contention mode a pop that throws has withdrawn its request (as Queue::pop).
   std::optional<std::string> pop_min();
   std::optional<std::string> pop_min(std::chrono::milliseconds timeout);
   std::optional<std::string> pop_min(Transaction& tr);

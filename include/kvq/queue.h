@@ -15,8 +15,9 @@
 //   std::optional<std::string> v = q.pop();   // "job-1"
 //   db->run([&](kvq::Transaction& tr) { q.push(tr, "a"); q.push(tr, "b"); });   // compose
 //
-// Thread safety: a Queue object is immutable after construction and may be shared by any number of
-// threads; it is cheap to copy (copies share state).
+// Thread safety: a Queue object may be shared by any number of threads; it is cheap to copy (copies
+// share state). When the last copy is destroyed, it deletes the idempotency markers it left in the
+// store (best effort, bounded in time, never throwing).
 #ifndef KVQ_QUEUE_H_
 #define KVQ_QUEUE_H_
 
@@ -38,27 +39,36 @@ class ItemStore;
 
 // Options of the high-contention pop machinery, shared by Queue and PriorityQueue.
 struct HighContentionOptions {
-  // Pop requests one fulfilling transaction serves at most. Default: 128.
+  // Pop requests one fulfilling transaction serves at most. A batch is also cut to what fits in
+  // one transaction of the engine (Database::limits(): bytes, and etcd's --max-txn-ops), so the
+  // number of waiting pops never makes a pop fail. Default: 128.
   int batch_size = 128;
   // How long the fulfiller lease (the one popper that fulfils requests) lasts without renewal; a
   // waiter whose fulfiller vanished takes over after this. Default: 100 ms.
   std::chrono::milliseconds lease{100};
+  // A pop request older than this is taken for the request of a popper that died: the next
+  // fulfiller withdraws it, and an item delivered to it but not taken within this time goes back
+  // to its place in the queue. A live popper whose request expired registers again (so a pop that
+  // waits longer than this loses its place in line, never an item). Default: 30 s.
+  std::chrono::milliseconds request_ttl{30'000};
 };
 
+// Options of Queue, and of PriorityQueue (PriorityQueueOptions is the same struct).
 struct QueueOptions {
   // Pops that conflict register a request and are served in batches by one fulfiller (see
   // docs/queues.md). Default: false (the plain recipe: pops retry on conflict).
   bool high_contention = false;
   // Tuning of high-contention mode.
   HighContentionOptions contention;
-  // pop() gives up after this long (0 = never): throws timed_out, leaving the item in the queue
-  // unless it was already delivered, in which case pop returns it. Default: 0.
+  // pop() (pop_min(), pop_max()) gives up after this long (0 = never): throws timed_out, leaving
+  // the item in the queue unless it was already delivered, in which case pop returns it.
+  // Default: 0.
   std::chrono::milliseconds pop_timeout{0};
   // Pushes and pops write a small idempotency marker so that a retry after commit_unknown_result
-  // neither inserts twice nor loses a popped item. A thread's next operation on the same queue
-  // object deletes its previous marker; markers older than this (of clients that went away) are
-  // swept by later operations. A retry loop lasting longer than this is no longer protected.
-  // Default: 10 min.
+  // neither inserts twice nor loses a popped item. Later operations of the same object delete the
+  // markers of finished ones, and its destructor deletes the rest, so an object leaves none behind;
+  // markers older than this (of processes that died) are swept by later operations. A retry loop
+  // lasting longer than this is no longer protected. Default: 10 min.
   std::chrono::milliseconds marker_ttl{600'000};
 };
 
@@ -78,16 +88,19 @@ class Queue {
   void push(Transaction& tr, std::string_view value);
 
   // Removes and returns the front item; nullopt if the queue is empty. Safe to retry after
-  // commit_unknown_result (a marker tells whether the earlier attempt popped). Ordering: items whose
-  // pushes did not overlap in time are popped in push order (pushes that overlap may come out in
-  // either order). In high-contention mode, requests are served in the order they were made and a
-  // new pop never overtakes a waiting one. Throws timed_out after options.pop_timeout (the item
-  // then stays in the queue), and non-retryable engine errors.
+  // commit_unknown_result (a marker tells whether the earlier attempt popped). Ordering: items
+  // whose pushes did not overlap in time are popped in push order (pushes that overlap may come out
+  // in either order). In high-contention mode, requests are served in the order they were made and
+  // a new pop never overtakes a waiting one. Throws timed_out after options.pop_timeout (the item
+  // then stays in the queue), and non-retryable engine errors; a high-contention pop that throws
+  // has withdrawn its request and put back an item already delivered to it (best effort: if the
+  // engine is unreachable, a later pop does so after contention.request_ttl).
   std::optional<std::string> pop();
   // As pop() with its own timeout (0 = none) instead of options.pop_timeout.
   std::optional<std::string> pop(std::chrono::milliseconds timeout);
   // As pop() inside the caller's transaction. In high-contention mode it first serves waiting
-  // requests in this transaction, so it does not overtake them either.
+  // requests in this transaction (as many as fit in the engine's transaction limits), so it does
+  // not overtake them either.
   std::optional<std::string> pop(Transaction& tr);
 
   // The front item without removing it; nullopt if empty. Adds a read conflict on it.

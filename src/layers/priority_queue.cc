@@ -9,17 +9,14 @@ using detail::Side;
 PriorityQueue::PriorityQueue(std::shared_ptr<Database> db, Subspace subspace,
                              PriorityQueueOptions options)
     : options_(options),
-      store_(std::make_shared<detail::ItemStore>(
-          std::move(db), std::move(subspace),
-          detail::ItemStoreOptions{options.high_contention, options.contention,
-                                   options.pop_timeout, options.marker_ttl},
-          /*prioritized=*/true)) {}
+      store_(std::make_shared<detail::ItemStore>(std::move(db), std::move(subspace), options,
+                                                 /*prioritized=*/true)) {}
 
 void PriorityQueue::push(std::string_view value, std::int64_t priority) {
   store_->push(value, priority);
 }
 void PriorityQueue::push(Transaction& tr, std::string_view value, std::int64_t priority) {
-  store_->push(tr, value, priority, detail::random_bytes(20));
+  store_->push(tr, value, priority);
 }
 
 std::optional<std::string> PriorityQueue::pop_min() {

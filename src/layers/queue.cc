@@ -8,16 +8,11 @@ using detail::Side;
 
 Queue::Queue(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options)
     : options_(options),
-      store_(std::make_shared<detail::ItemStore>(
-          std::move(db), std::move(subspace),
-          detail::ItemStoreOptions{options.high_contention, options.contention,
-                                   options.pop_timeout, options.marker_ttl},
-          /*prioritized=*/false)) {}
+      store_(std::make_shared<detail::ItemStore>(std::move(db), std::move(subspace), options,
+                                                 /*prioritized=*/false)) {}
 
 void Queue::push(std::string_view value) { store_->push(value, 0); }
-void Queue::push(Transaction& tr, std::string_view value) {
-  store_->push(tr, value, 0, detail::random_bytes(20));
-}
+void Queue::push(Transaction& tr, std::string_view value) { store_->push(tr, value, 0); }
 
 std::optional<std::string> Queue::pop() { return store_->pop(Side::kFront, options_.pop_timeout); }
 std::optional<std::string> Queue::pop(std::chrono::milliseconds timeout) {

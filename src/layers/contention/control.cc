@@ -1,0 +1,148 @@
+#include "layers/contention/control.h"
+
+#include <chrono>
+
+#include "common/bytes.h"
+#include "common/random.h"
+#include "kvq/error.h"
+#include "kvq/tuple.h"
+
+namespace kvq::contention {
+namespace {
+
+constexpr char kWaitingByte = '\x00';
+constexpr char kDeliveredByte = '\x01';
+constexpr char kEmptyByte = '\x02';
+constexpr char kBatonByte = '\x03';
+constexpr char kDeliveredInResByte = '\x04';
+constexpr std::size_t kIdRandomSize = 12;
+constexpr std::size_t kStampSize = common::kVersionstampSize;
+
+Slot decode_delivered(std::string_view v) {
+  if (v.size() < 5) throw Error(ErrorCode::kCorruption, "queue: truncated delivered slot");
+  const std::uint32_t n = common::decode_le32(v.substr(1));
+  if (v.size() < 5 + static_cast<std::size_t>(n)) {
+    throw Error(ErrorCode::kCorruption, "queue: truncated delivered slot");
+  }
+  Slot s;
+  s.kind = Slot::kDelivered;
+  s.item_key = std::string(v.substr(5, n));
+  s.value = std::string(v.substr(5 + n));
+  return s;
+}
+
+Slot decode_slot(std::string_view v) {
+  Slot s;
+  if (v.empty()) throw Error(ErrorCode::kCorruption, "queue: empty pop slot");
+  switch (v[0]) {
+    case kWaitingByte:
+    case kBatonByte:
+      if (v.size() != 1 + kStampSize) throw Error(ErrorCode::kCorruption, "queue: bad pop slot");
+      s.kind = v[0] == kWaitingByte ? Slot::kWaiting : Slot::kBaton;
+      s.stamp = std::string(v.substr(1));
+      return s;
+    case kDeliveredByte:
+      return decode_delivered(v);
+    case kDeliveredInResByte:
+      s.kind = Slot::kDelivered;
+      s.item_key = std::string(v.substr(1));
+      return s;
+    case kEmptyByte:
+      s.kind = Slot::kEmpty;
+      return s;
+    default:
+      throw Error(ErrorCode::kCorruption, "queue: unknown pop slot state");
+  }
+}
+
+}  // namespace
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+ControlKeys::ControlKeys(const Subspace& control)
+    : control_(control),
+      slot_begin_(control.pack(Tuple().append("slot")) + '\x00'),
+      lease_(control.pack(Tuple().append("lease"))),
+      waiting_(control.pack(Tuple().append("waiting"))) {
+  KeyRange reqs = control.range(Tuple().append("req"));
+  req_begin_ = reqs.begin;
+  req_end_ = reqs.end;
+}
+
+std::string ControlKeys::slot(std::string_view id) const {
+  return control_.pack(Tuple().append("slot").append(Bytes(id)));
+}
+std::string ControlKeys::res(std::string_view id) const {
+  return control_.pack(Tuple().append("res").append(Bytes(id)));
+}
+std::string ControlKeys::slot_id(std::string_view slot_key) const {
+  return control_.unpack(slot_key).get_bytes(1).data;
+}
+std::string ControlKeys::req(std::string_view stamp) const {
+  return control_.pack(Tuple().append("req").append(Versionstamp::complete(stamp)));
+}
+std::string ControlKeys::req_placeholder() const {
+  return control_.pack_with_versionstamp(Tuple().append("req").append(Versionstamp::incomplete()));
+}
+std::string ControlKeys::slot_before(std::int64_t unix_ms) const {
+  return slot(common::encode_be64(static_cast<std::uint64_t>(unix_ms)));
+}
+
+std::string new_request_id() {
+  return common::encode_be64(static_cast<std::uint64_t>(now_ms())) +
+         common::random_bytes(kIdRandomSize);
+}
+
+std::int64_t request_created_ms(std::string_view id) {
+  return static_cast<std::int64_t>(common::decode_be64(id));
+}
+
+Slot read_slot(Transaction& tr, const std::string& key, bool snapshot) {
+  auto v = tr.get(key, snapshot);
+  if (!v) return Slot{};
+  return decode_slot(*v);
+}
+
+std::string waiting_slot_placeholder() {
+  std::string v(1, kWaitingByte);
+  v.append(kStampSize, '\0');
+  v.append("\x01\x00\x00\x00", 4);  // the placeholder's offset: 1, little-endian
+  return v;
+}
+
+std::string baton_slot(std::string_view stamp) {
+  return std::string(1, kBatonByte) + std::string(stamp);
+}
+
+std::optional<std::string> delivered_inline(const KeyValue& item) {
+  if (5 + item.key.size() + item.value.size() > kMaxValueSize) return std::nullopt;
+  std::string v(1, kDeliveredByte);
+  const auto n = static_cast<std::uint32_t>(item.key.size());
+  for (int i = 0; i < 4; ++i) v.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  v += item.key;
+  v += item.value;
+  return v;
+}
+
+std::string delivered_in_res(std::string_view item_key) {
+  return std::string(1, kDeliveredInResByte) + std::string(item_key);
+}
+
+std::string empty_slot() { return std::string(1, kEmptyByte); }
+
+std::string lease_value(std::string_view holder, std::int64_t expiry_ms) {
+  return Tuple().append(Bytes(holder)).append(expiry_ms).pack();
+}
+
+std::optional<Lease> read_lease(Transaction& tr, const ControlKeys& keys, bool snapshot) {
+  auto v = tr.get(keys.lease(), snapshot);
+  if (!v) return std::nullopt;
+  Tuple t = Tuple::unpack(*v);
+  return Lease{t.get_bytes(0).data, t.get_int(1)};
+}
+
+}  // namespace kvq::contention

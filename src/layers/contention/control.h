@@ -1,0 +1,104 @@
+// Internal: the control keys of high-contention pops and the codec of a popper's slot, under
+// subspace + ("kvq", ...) of a Queue or PriorityQueue (docs/queues.md has the table):
+//   ("kvq", "req", versionstamp)  = (request id, side)   a waiting pop, in registration order
+//   ("kvq", "slot", request id)   = the popper's mailbox (Slot below)
+//   ("kvq", "res", request id)    = a delivered item's value too big to inline in the slot
+//   ("kvq", "lease")              = (holder request id, expiry unix ms): the one fulfiller
+//   ("kvq", "waiting")            = 8-byte little-endian count of waiting requests
+// A request id is 8 bytes of creation time (unix ms, big-endian) + 12 random bytes, so slots sort
+// by age and a fulfiller can find the abandoned ones.
+#ifndef KVQ_SRC_LAYERS_CONTENTION_CONTROL_H_
+#define KVQ_SRC_LAYERS_CONTENTION_CONTROL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvq/database.h"
+#include "kvq/subspace.h"
+
+namespace kvq::contention {
+
+// Which end of the items a pop takes: front (Queue pop, pop_min) or back (pop_max).
+enum class Side : std::int64_t { kFront = 0, kBack = 1 };
+
+// Where the items of the structure live, and its size counter (owned by the layer above).
+struct ItemRange {
+  std::string begin, end;  // every item key k has begin <= k < end
+  std::string size_key;    // 8-byte little-endian item count (atomic_add)
+};
+
+// The current unix time in milliseconds (wall clock: ids, lease expiry, request age).
+std::int64_t now_ms();
+
+class ControlKeys {
+ public:
+  // Keys under `control` (subspace + ("kvq",)).
+  explicit ControlKeys(const Subspace& control);
+
+  std::string slot(std::string_view id) const;
+  std::string res(std::string_view id) const;
+  // The request id of a slot key.
+  std::string slot_id(std::string_view slot_key) const;
+  // The request key with the 10-byte versionstamp `stamp`.
+  std::string req(std::string_view stamp) const;
+  // The request key as a set_versionstamped_key parameter (placeholder + offset).
+  std::string req_placeholder() const;
+  // Slot keys of requests created before `unix_ms` are exactly [slot_begin(), slot_before(ms)).
+  std::string slot_before(std::int64_t unix_ms) const;
+  const std::string& slot_begin() const { return slot_begin_; }
+  const std::string& req_begin() const { return req_begin_; }
+  const std::string& req_end() const { return req_end_; }
+  const std::string& lease() const { return lease_; }
+  const std::string& waiting() const { return waiting_; }
+
+ private:
+  Subspace control_;
+  std::string slot_begin_, req_begin_, req_end_, lease_, waiting_;
+};
+
+// A new request id: creation time + random bytes (see the file comment).
+std::string new_request_id();
+// The creation time (unix ms) of a request id.
+std::int64_t request_created_ms(std::string_view id);
+
+// A popper's slot, decoded. Stored as one state byte and a payload:
+//   \x00 + stamp  waiting                 \x03 + stamp  waiting, handed the fulfiller lease
+//   \x01 + le32(len) + item key + value   delivered inline
+//   \x04 + item key                       delivered, the value in res
+//   \x02                                  answered "empty"
+// A delivered slot keeps the item's key so that an item delivered to a popper that went away goes
+// back to exactly where it was.
+struct Slot {
+  enum Kind { kAbsent, kWaiting, kBaton, kDelivered, kEmpty } kind = kAbsent;
+  std::string stamp;                 // kWaiting, kBaton: the request's versionstamp
+  std::string item_key;              // kDelivered
+  std::optional<std::string> value;  // kDelivered inline; nullopt when the value is in res
+  bool waiting() const { return kind == kWaiting || kind == kBaton; }
+};
+
+// Reads and decodes the slot at `key` (a read conflict unless snapshot). Throws corruption for
+// bytes kvq did not write.
+Slot read_slot(Transaction& tr, const std::string& key, bool snapshot = false);
+// The set_versionstamped_value parameter of a new waiting slot.
+std::string waiting_slot_placeholder();
+// The slot of a request handed the lease (its stamp kept).
+std::string baton_slot(std::string_view stamp);
+// The delivered slot for `item` if it fits inline in one value; nullopt if the value goes to res.
+std::optional<std::string> delivered_inline(const KeyValue& item);
+// The delivered slot whose value is in res.
+std::string delivered_in_res(std::string_view item_key);
+std::string empty_slot();
+
+// The lease value: (holder, expiry unix ms).
+std::string lease_value(std::string_view holder, std::int64_t expiry_ms);
+struct Lease {
+  std::string holder;
+  std::int64_t expiry_ms = 0;
+};
+std::optional<Lease> read_lease(Transaction& tr, const ControlKeys& keys, bool snapshot);
+
+}  // namespace kvq::contention
+
+#endif  // KVQ_SRC_LAYERS_CONTENTION_CONTROL_H_

@@ -1,0 +1,323 @@
+#include "layers/contention/fulfiller.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "kvq/error.h"
+#include "kvq/tuple.h"
+
+namespace kvq::contention {
+namespace {
+
+// Estimated cost of serving one request before any was measured (a request's conflicts and writes
+// on etcd are about 8 operations and a few hundred bytes plus the item), and what the end of a
+// batch may still add: lease, size and waiting writes, the hand-off (a slot read and write), and
+// the read conflict on the whole request range.
+constexpr std::size_t kFirstRequestOps = 8;
+constexpr std::size_t kFirstRequestBytes = 2048;
+constexpr std::size_t kTailOps = 12;
+constexpr std::size_t kTailBytes = 4096;
+// Abandoned slots one batch looks at.
+constexpr int kReclaimPerBatch = 8;
+
+}  // namespace
+
+struct Fulfiller::Batch {
+  const std::string* me = nullptr;  // the leased fulfiller's own request id
+  std::int64_t now = 0;
+  std::vector<Request> reqs;
+  std::size_t cap = 0;       // requests this batch may consume at most
+  std::size_t consumed = 0;  // requests answered, expired or dropped, from the front of reqs
+  bool first = true;         // no request consumed yet in this transaction
+  std::int64_t taken = 0;    // items taken
+  bool mine_served = false;
+  std::optional<std::string> mine_value;
+  Cost per_request{kFirstRequestOps, kFirstRequestBytes};
+  // The items this batch may hand out, read up front (two range reads, not one per request).
+  std::vector<KeyValue> ends[2];  // [Side::kFront] first items, [Side::kBack] last items
+  std::size_t next[2] = {0, 0};
+  std::set<std::string> used;  // keys already handed out (the two ends may meet)
+};
+
+Fulfiller::Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
+                     TransactionLimits limits)
+    : keys_(keys), items_(std::move(items)), options_(options), limits_(limits) {}
+
+Fulfiller::Result Fulfiller::leased_batch(Transaction& tr, const std::string& me,
+                                          bool hand_off_newest) {
+  Result r;
+  Batch b;
+  b.me = &me;
+  b.now = now_ms();
+  if (!holds_lease(tr, me, b.now, &r)) return r;
+  reclaim_abandoned(tr, b.now, &r);
+  // A snapshot read plus read conflicts on exactly the requests this batch answers: requests
+  // registered meanwhile (appended at the end) do not make the batch conflict. Deciding that no
+  // request is left (to free the lease) does take a conflict on the whole range.
+  b.reqs = read_requests(tr);
+  if (b.reqs.empty()) {
+    tr.add_read_conflict_range(keys_.req_begin(), keys_.req_end());
+    tr.clear(keys_.lease());
+    r.kind = Result::kNoRequests;
+    return r;
+  }
+  b.cap = std::min<std::size_t>(b.reqs.size(), static_cast<std::size_t>(options_.batch_size));
+  // Serving every request would free the lease, which conflicts with any registration made
+  // meanwhile. After such a conflict, leave the newest request for the lease hand-off instead, so
+  // that a steady stream of registrations cannot starve the fulfiller.
+  if (hand_off_newest && b.reqs.size() <= b.cap && b.cap >= 2) --b.cap;
+  serve_requests(tr, b, &r);
+  finish_leased(tr, b, me, &r);
+  return r;
+}
+
+void Fulfiller::serve_all(Transaction& tr) {
+  Batch b;
+  b.now = now_ms();
+  Result r;
+  bool any = false;
+  for (;;) {
+    b.reqs = read_requests(tr);
+    if (b.reqs.empty()) {
+      tr.add_read_conflict_range(keys_.req_begin(), keys_.req_end());
+      break;
+    }
+    b.cap = b.reqs.size();
+    b.consumed = 0;
+    serve_requests(tr, b, &r);
+    any = true;
+    if (r.cut || b.consumed == 0) break;  // the rest does not fit in this transaction
+  }
+  if (b.taken > 0) tr.atomic_add(items_.size_key, -b.taken);
+  if (any) tr.clear(keys_.lease());
+}
+
+bool Fulfiller::holds_lease(Transaction& tr, const std::string& me, std::int64_t now, Result* r) {
+  Slot mine = read_slot(tr, keys_.slot(me));
+  if (!mine.waiting()) {
+    r->kind = Result::kMineServed;
+    return false;
+  }
+  auto lease = read_lease(tr, keys_, /*snapshot=*/false);
+  const bool ok =
+      !lease || mine.kind == Slot::kBaton || lease->holder == me || lease->expiry_ms < now;
+  if (!ok) r->kind = Result::kNotLeader;
+  return ok;
+}
+
+std::vector<Fulfiller::Request> Fulfiller::read_requests(Transaction& tr) {
+  auto raw = tr.get_range(keys_.req_begin(), keys_.req_end(),
+                          {.limit = options_.batch_size + 1, .snapshot = true});
+  std::vector<Request> reqs;
+  reqs.reserve(raw.size());
+  for (auto& kv : raw) {
+    Tuple v = Tuple::unpack(kv.value);
+    reqs.push_back({std::move(kv.key), v.get_bytes(0).data, static_cast<Side>(v.get_int(1))});
+  }
+  return reqs;
+}
+
+// Slots older than request_ttl belong to poppers that went away (a live popper consumes its slot
+// at once and re-registers if its request expired). Delivered items go back to their keys; slots
+// still waiting are left to the request expiry below, unless their request is gone too.
+void Fulfiller::reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r) {
+  const std::int64_t cut = now - options_.request_ttl.count();
+  auto stale = tr.get_range(keys_.slot_begin(), keys_.slot_before(cut),
+                            {.limit = kReclaimPerBatch, .snapshot = true});
+  for (const auto& kv : stale) {
+    try {
+      reclaim_one(tr, kv.key, cut, r);
+    } catch (const Error& e) {
+      // Bytes kvq does not write (e.g. an already consumed slot an older kvq left for lazy
+      // clearing): an abandoned slot nobody can take; drop it rather than block every batch.
+      if (e.code() != ErrorCode::kCorruption) throw;
+      tr.clear(kv.key);
+    }
+  }
+}
+
+void Fulfiller::reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r) {
+  const std::string id = keys_.slot_id(slot);
+  Slot s = read_slot(tr, slot);
+  if (s.waiting()) {
+    if (request_created_ms(id) >= cut - options_.request_ttl.count()) return;
+    if (tr.get(keys_.req(s.stamp))) return;  // its request expires in request order
+  }
+  if (s.kind == Slot::kDelivered) {
+    put_back(tr, id, s);
+    ++r->reclaimed;
+  }
+  tr.clear(slot);
+}
+
+void Fulfiller::put_back(Transaction& tr, const std::string& id, const Slot& s) {
+  if (s.item_key < items_.begin || s.item_key >= items_.end) {
+    throw Error(ErrorCode::kCorruption, "queue: a delivered slot names a key outside the items");
+  }
+  std::optional<std::string> value = s.value ? s.value : tr.get(keys_.res(id));
+  if (!value) throw Error(ErrorCode::kCorruption, "queue: delivered item's value is missing");
+  restore(tr, KeyValue{s.item_key, *value});
+  tr.clear(keys_.res(id));
+  tr.clear(keys_.slot(id));
+}
+
+void Fulfiller::restore(Transaction& tr, const KeyValue& item) {
+  tr.set(item.key, item.value);
+  tr.atomic_add(items_.size_key, std::int64_t{1});
+}
+
+bool Fulfiller::has_abandoned(Transaction& tr) {
+  const std::int64_t cut = now_ms() - options_.request_ttl.count();
+  return !tr.get_range(keys_.slot_begin(), keys_.slot_before(cut), {.limit = 1, .snapshot = true})
+              .empty();
+}
+
+void Fulfiller::serve_requests(Transaction& tr, Batch& b, Result* r) {
+  // Reading an item costs an operation on etcd too (a pin per key read), so read only as many
+  // as the requests that can fit.
+  const std::size_t room = room_for(tr, b);
+  if (room < b.cap - b.consumed) {
+    b.cap = b.consumed + room;
+    r->cut = true;
+  }
+  read_ends(tr, b);
+  while (b.consumed < b.cap) {
+    if (!serve_one(tr, b, b.reqs[b.consumed], r)) {
+      r->cut = true;
+      return;
+    }
+  }
+}
+
+// Serves (or expires) one request if it fits in the transaction: returns false, changing
+// nothing, if it does not. The request's slot is not read: a request key exists exactly while its
+// slot waits (registration, fulfilment, withdrawal and expiry change both in one transaction), and
+// the read conflict on the request key catches a withdrawal made meanwhile.
+bool Fulfiller::serve_one(Transaction& tr, Batch& b, const Request& req, Result* r) {
+  const TransactionUsage before = tr.usage();
+  const bool mine = b.me && req.id == *b.me;
+  const bool expired = !mine && request_created_ms(req.id) < b.now - options_.request_ttl.count();
+  const KeyValue* item = expired ? nullptr : peek_item(b, req.side);
+  const std::size_t item_bytes = item ? item->key.size() + item->value.size() : 0;
+  if (!b.first && !fits(before, b.per_request, item_bytes)) return false;
+  tr.add_read_conflict_key(req.key);
+  tr.clear(req.key);
+  tr.atomic_add(keys_.waiting(), std::int64_t{-1});
+  if (expired) {
+    tr.clear(keys_.slot(req.id));  // a live popper finds its slot gone and registers again
+    ++r->expired;
+  } else {
+    if (item) b.used.insert(item->key);
+    deliver(tr, b, req, item);
+    ++r->served;
+  }
+  ++b.consumed;
+  b.first = false;
+  const TransactionUsage after = tr.usage();
+  b.per_request.ops = std::max(b.per_request.ops, after.operations - before.operations);
+  const std::size_t grew = after.bytes - before.bytes;
+  b.per_request.bytes =
+      std::max(b.per_request.bytes, grew > item_bytes ? grew - item_bytes : std::size_t{0});
+  return true;
+}
+
+// How many more requests the operation budget allows (at least one for a batch's first).
+std::size_t Fulfiller::room_for(Transaction& tr, const Batch& b) {
+  constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
+  if (limits_.max_operations == kUnbounded) return kUnbounded;
+  const std::size_t used = tr.usage().operations + kTailOps;
+  const std::size_t n =
+      used >= limits_.max_operations ? 0 : (limits_.max_operations - used) / b.per_request.ops;
+  return b.first ? std::max<std::size_t>(n, 1) : n;
+}
+
+bool Fulfiller::fits(const TransactionUsage& u, const Cost& per_request,
+                     std::size_t item_bytes) const {
+  return u.operations + per_request.ops + kTailOps <= limits_.max_operations &&
+         u.bytes + per_request.bytes + item_bytes + kTailBytes <= limits_.max_bytes;
+}
+
+// Reads, for the requests this batch may serve, as many items from each end as they ask for.
+// Read-your-writes leaves out items this transaction already took (serve_all's later rounds).
+void Fulfiller::read_ends(Transaction& tr, Batch& b) {
+  int wanted[2] = {0, 0};
+  for (std::size_t i = b.consumed; i < b.cap; ++i) ++wanted[static_cast<int>(b.reqs[i].side)];
+  for (int side = 0; side < 2; ++side) {
+    b.ends[side].clear();
+    b.next[side] = 0;
+    if (wanted[side] == 0) continue;
+    b.ends[side] =
+        tr.get_range(items_.begin, items_.end, {.limit = wanted[side], .reverse = side == 1});
+  }
+}
+
+// The next item from `side` not yet handed out, or nullptr if there is none.
+const KeyValue* Fulfiller::peek_item(Batch& b, Side side) {
+  const int s = static_cast<int>(side);
+  while (b.next[s] < b.ends[s].size() && b.used.count(b.ends[s][b.next[s]].key)) ++b.next[s];
+  return b.next[s] < b.ends[s].size() ? &b.ends[s][b.next[s]] : nullptr;
+}
+
+void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req, const KeyValue* item) {
+  const std::string slot = keys_.slot(req.id);
+  const bool mine = b.me && req.id == *b.me;
+  if (mine) b.mine_served = true;
+  if (!item) {
+    if (mine) tr.clear(slot);
+    if (!mine) tr.set(slot, empty_slot());
+    return;
+  }
+  tr.clear(item->key);
+  ++b.taken;
+  if (mine) {
+    tr.clear(slot);  // the fulfiller takes its own item directly
+    b.mine_value = item->value;
+  } else if (auto inline_slot = delivered_inline(*item)) {
+    tr.set(slot, *inline_slot);
+  } else {
+    tr.set(keys_.res(req.id), item->value);
+    tr.set(slot, delivered_in_res(item->key));
+  }
+}
+
+void Fulfiller::finish_leased(Transaction& tr, const Batch& b, const std::string& me, Result* r) {
+  if (b.taken > 0) tr.atomic_add(items_.size_key, -b.taken);
+  if (!b.mine_served) {
+    tr.set(keys_.lease(), lease_value(me, b.now + options_.lease.count()));
+    r->kind = Result::kServedOthers;
+    return;
+  }
+  // Hand the lease to the oldest request still waiting, and wake it through its slot.
+  bool handed = false;
+  if (b.reqs.size() > b.consumed) handed = hand_lease_to(tr, b.reqs[b.consumed].id, b.now);
+  if (!handed) {
+    if (b.reqs.size() <= b.consumed) {
+      tr.add_read_conflict_range(keys_.req_begin(), keys_.req_end());
+    }
+    tr.clear(keys_.lease());
+  }
+  r->kind = Result::kMineTaken;
+  r->value = b.mine_value;
+}
+
+bool Fulfiller::hand_lease_to(Transaction& tr, const std::string& id, std::int64_t now) {
+  Slot s = read_slot(tr, keys_.slot(id));
+  if (!s.waiting()) return false;
+  tr.set(keys_.lease(), lease_value(id, now + options_.lease.count()));
+  tr.set(keys_.slot(id), baton_slot(s.stamp));
+  return true;
+}
+
+void Fulfiller::pass_baton(Transaction& tr, const std::string& me) {
+  auto reqs = tr.get_range(keys_.req_begin(), keys_.req_end(), {.limit = 2});
+  for (const auto& kv : reqs) {
+    const std::string id = Tuple::unpack(kv.value).get_bytes(0).data;
+    if (id == me) continue;
+    if (hand_lease_to(tr, id, now_ms())) return;
+    break;
+  }
+  tr.clear(keys_.lease());
+}
+
+}  // namespace kvq::contention

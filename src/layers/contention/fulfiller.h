@@ -1,0 +1,90 @@
+// Internal: fulfilment of waiting high-contention pops (docs/queues.md, "High-contention pops").
+//
+// One transaction (a batch) answers the oldest waiting requests in registration order: each takes
+// the next item from its end, or "empty". A batch is filled up to the engine's TransactionLimits,
+// measured with Transaction::usage() before each request (bytes and etcd's operations, with room
+// kept for the lease and counter writes), and at most options.batch_size requests; the first
+// request of a batch is always served, so a batch always makes progress. A batch also expires
+// requests older than options.request_ttl (their poppers presumably died) and puts items delivered
+// to such poppers back where they were.
+#ifndef KVQ_SRC_LAYERS_CONTENTION_FULFILLER_H_
+#define KVQ_SRC_LAYERS_CONTENTION_FULFILLER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvq/database.h"
+#include "kvq/queue.h"
+#include "layers/contention/control.h"
+
+namespace kvq::contention {
+
+class Fulfiller {
+ public:
+  struct Result {
+    enum Kind { kNoRequests, kServedOthers, kMineServed, kMineTaken, kNotLeader };
+    Kind kind = kNoRequests;
+    std::optional<std::string> value;  // kMineTaken: what the fulfiller took for itself
+    std::uint64_t served = 0;          // requests answered
+    std::uint64_t expired = 0;         // abandoned requests withdrawn
+    std::uint64_t reclaimed = 0;       // abandoned deliveries put back
+    bool cut = false;                  // the engine's limits ended the batch early
+  };
+
+  // `keys` must outlive the Fulfiller.
+  Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
+            TransactionLimits limits);
+
+  // One batch under the fulfiller lease, for the waiting popper `me`: proceeds only if the lease is
+  // free, expired, ours or handed to us; renews it, and hands it on once our request is served
+  // (kMineTaken, with our item). kMineServed: our request was already answered or is gone;
+  // kNotLeader: someone else holds the lease. `hand_off_newest` (after a conflict): leave the
+  // newest request unserved and hand it the lease rather than free it.
+  Result leased_batch(Transaction& tr, const std::string& me, bool hand_off_newest);
+  // Answers every waiting request that fits in `tr` (composed pops, clear), ignoring the lease.
+  void serve_all(Transaction& tr);
+  // Passes the lease from `me` (giving up) to the oldest other waiting request, or frees it.
+  void pass_baton(Transaction& tr, const std::string& me);
+  // Puts the item delivered to slot `s` of request `id` back at its key (+1 to the size) and
+  // clears the slot and its res key.
+  void put_back(Transaction& tr, const std::string& id, const Slot& s);
+  // Puts `item` back at its key (+1 to the size).
+  void restore(Transaction& tr, const KeyValue& item);
+  // True if some slot is older than request_ttl (snapshot read): a batch would reclaim it.
+  bool has_abandoned(Transaction& tr);
+
+ private:
+  struct Request {
+    std::string key, id;
+    Side side;
+  };
+  struct Cost {
+    std::size_t ops, bytes;
+  };
+  struct Batch;
+
+  bool holds_lease(Transaction& tr, const std::string& me, std::int64_t now, Result* r);
+  std::vector<Request> read_requests(Transaction& tr);
+  void reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r);
+  void reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r);
+  void serve_requests(Transaction& tr, Batch& b, Result* r);
+  bool serve_one(Transaction& tr, Batch& b, const Request& req, Result* r);
+  std::size_t room_for(Transaction& tr, const Batch& b);
+  bool fits(const TransactionUsage& u, const Cost& per_request, std::size_t item_bytes) const;
+  void read_ends(Transaction& tr, Batch& b);
+  const KeyValue* peek_item(Batch& b, Side side);
+  void deliver(Transaction& tr, Batch& b, const Request& req, const KeyValue* item);
+  void finish_leased(Transaction& tr, const Batch& b, const std::string& me, Result* r);
+  bool hand_lease_to(Transaction& tr, const std::string& id, std::int64_t now);
+
+  const ControlKeys& keys_;
+  ItemRange items_;
+  HighContentionOptions options_;
+  TransactionLimits limits_;
+};
+
+}  // namespace kvq::contention
+
+#endif  // KVQ_SRC_LAYERS_CONTENTION_FULFILLER_H_

@@ -1,0 +1,216 @@
+#include "layers/contention/staged_pop.h"
+
+#include <algorithm>
+
+#include "kvq/error.h"
+#include "kvq/tuple.h"
+#include "layers/contention/run_once.h"
+#include "layers/contention/stats.h"
+
+namespace kvq::contention {
+namespace {
+
+// With the lease free, the popper with the oldest request takes it; the others give it this long
+// (still woken at once by their watch) before competing, so would-be fulfillers do not all
+// conflict with each other.
+constexpr std::int64_t kFreeLeaseGraceMs = 2;
+// Bounds of the best-effort withdrawal of a failed pop.
+constexpr TransactionOptions kAbandonOptions{.timeout = std::chrono::milliseconds(5000),
+                                             .retry_limit = 20};
+// A conflicting fulfilment batch retries at once (hand_off_newest removes the usual cause): a long
+// back-off would only let the lease run out under the waiting poppers.
+constexpr TransactionOptions kBatchOptions{.max_retry_delay = std::chrono::milliseconds(4)};
+
+}  // namespace
+
+StagedPops::StagedPops(std::shared_ptr<Database> db, const Subspace& control, ItemRange items,
+                       HighContentionOptions options)
+    : db_(std::move(db)),
+      keys_(control),
+      options_(options),
+      fulfiller_(keys_, std::move(items), options, db_->limits()) {}
+
+std::optional<std::string> StagedPops::pop(Side side, Clock::time_point deadline) {
+  for (;;) {
+    const std::string me = register_request(side);
+    std::optional<KeyValue> in_hand;
+    Outcome o;
+    try {
+      o = await(me, deadline, &in_hand);
+    } catch (...) {
+      abandon(me, in_hand);
+      throw;
+    }
+    if (!o.gone) return std::move(o.value);
+    // Slower than request_ttl: the request expired (or its item went back); queue up again.
+  }
+}
+
+std::string StagedPops::register_request(Side side) {
+  const std::string id = new_request_id();
+  const std::string slot = keys_.slot(id);
+  const std::string value =
+      Tuple().append(Bytes(id)).append(static_cast<std::int64_t>(side)).pack();
+  run_once(
+      *db_,
+      [&](Transaction& tr) {
+        tr.set_versionstamped_key(keys_.req_placeholder(), value);
+        tr.atomic_add(keys_.waiting(), std::int64_t{1});
+        tr.set_versionstamped_value(slot, waiting_slot_placeholder());
+        return 0;
+      },
+      [&](Transaction& tr) { return tr.get(slot).has_value(); });
+  return id;
+}
+
+StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point deadline,
+                                      std::optional<KeyValue>* in_hand) {
+  const std::string slot = keys_.slot(me);
+  bool waited_for_free_lease = false;
+  for (;;) {
+    Transaction tr = db_->create_transaction();
+    try {
+      Slot s = read_slot(tr, slot);
+      if (s.kind == Slot::kAbsent) return Outcome{true, std::nullopt};
+      if (!s.waiting()) return settle(me, /*withdraw_waiting=*/false, in_hand);
+      if (Clock::now() >= deadline) {
+        Outcome o = settle(me, /*withdraw_waiting=*/true, in_hand);
+        if (o.gone) throw Error(ErrorCode::kTimedOut, "queue: pop timed out (request withdrawn)");
+        return o;
+      }
+      std::int64_t wait_ms = 0;
+      if (should_lead(tr, me, s, &waited_for_free_lease, &wait_ms)) {
+        tr.reset();
+        if (auto o = lead(me, deadline)) return std::move(*o);
+        continue;
+      }
+      wait_on_slot(tr, slot, wait_ms, deadline);
+    } catch (const Error& e) {
+      if (!e.retryable()) throw;
+      tr.on_error(e);  // back-off; the loop creates a new transaction
+    }
+  }
+}
+
+// Whether this waiting popper should fulfil now; otherwise *wait_ms is how long to wait at most.
+bool StagedPops::should_lead(Transaction& tr, const std::string& me, const Slot& s, bool* waited,
+                             std::int64_t* wait_ms) {
+  if (s.kind == Slot::kBaton) return true;
+  auto lease = read_lease(tr, keys_, /*snapshot=*/true);
+  if (lease) {
+    *wait_ms = lease->expiry_ms - now_ms();
+    return lease->holder == me || *wait_ms < 0;
+  }
+  auto oldest = tr.get_range(keys_.req_begin(), keys_.req_end(), {.limit = 1, .snapshot = true});
+  if (oldest.empty() || *waited || Tuple::unpack(oldest[0].value).get_bytes(0).data == me) {
+    return true;
+  }
+  *waited = true;
+  *wait_ms = kFreeLeaseGraceMs;
+  return false;
+}
+
+// Fulfils batches until our own request is served (its outcome) or the lease is someone else's
+// (nullopt: wait again).
+std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
+                                                    Clock::time_point deadline) {
+  detail::ContentionStats& stats = detail::contention_stats();
+  const std::string slot = keys_.slot(me);
+  for (;;) {
+    if (Clock::now() >= deadline) return std::nullopt;
+    int attempts = 0;
+    // After a maybe-committed batch that took our item, our slot is gone: that batch committed.
+    Fulfiller::Result r = run_once(
+        *db_, [&](Transaction& tr) { return fulfiller_.leased_batch(tr, me, attempts++ > 0); },
+        [&](Transaction& tr) { return !tr.get(slot).has_value(); }, kBatchOptions);
+    stats.batch_conflicts.fetch_add(static_cast<std::uint64_t>(attempts - 1),
+                                    std::memory_order_relaxed);
+    stats.expired.fetch_add(r.expired, std::memory_order_relaxed);
+    stats.reclaimed.fetch_add(r.reclaimed, std::memory_order_relaxed);
+    if (r.cut) stats.budget_cuts.fetch_add(1, std::memory_order_relaxed);
+    if (r.kind == Fulfiller::Result::kServedOthers || r.kind == Fulfiller::Result::kMineTaken) {
+      stats.batches.fetch_add(1, std::memory_order_relaxed);
+      stats.served.fetch_add(r.served, std::memory_order_relaxed);
+    }
+    if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.value)};
+    if (r.kind != Fulfiller::Result::kServedOthers) return std::nullopt;
+  }
+}
+
+void StagedPops::wait_on_slot(Transaction& tr, const std::string& slot, std::int64_t wait_ms,
+                              Clock::time_point deadline) {
+  detail::contention_stats().watch_waits.fetch_add(1, std::memory_order_relaxed);
+  Watch w = tr.watch(slot);
+  tr.commit();
+  tr.reset();  // release the read version while waiting (it pins MVCC garbage collection)
+  auto wait = std::chrono::milliseconds(std::max<std::int64_t>(wait_ms + 1, 1));
+  if (deadline != Clock::time_point::max()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    wait = std::max(std::chrono::milliseconds(0), std::min(wait, left));
+  }
+  if (!w.wait_for(wait)) w.cancel();
+}
+
+// Takes the answer delivered to our slot (clearing it) in one transaction; with
+// `withdraw_waiting`, a request still waiting is withdrawn instead (gone).
+StagedPops::Outcome StagedPops::settle(const std::string& me, bool withdraw_waiting,
+                                       std::optional<KeyValue>* in_hand) {
+  const std::string slot = keys_.slot(me);
+  return run_once(
+      *db_,
+      [&](Transaction& tr) {
+        Slot s = read_slot(tr, slot);
+        Outcome o;
+        if (s.waiting()) {
+          if (!withdraw_waiting) throw Error(ErrorCode::kInternalError, "queue: slot not answered");
+          withdraw(tr, me, s);
+        }
+        if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, std::nullopt};
+        if (s.kind == Slot::kDelivered) {
+          o.value = s.value ? s.value : tr.get(keys_.res(me));
+          if (!o.value) throw Error(ErrorCode::kCorruption, "queue: delivered value is missing");
+          *in_hand = KeyValue{s.item_key, *o.value};
+          tr.clear(keys_.res(me));
+        }
+        tr.clear(slot);
+        return o;
+      },
+      [&](Transaction& tr) { return !tr.get(slot).has_value(); });
+}
+
+// In `tr`: removes our waiting request and slot, passing the lease on if we hold it.
+void StagedPops::withdraw(Transaction& tr, const std::string& me, const Slot& s) {
+  tr.clear(keys_.req(s.stamp));
+  tr.atomic_add(keys_.waiting(), std::int64_t{-1});
+  auto lease = read_lease(tr, keys_, /*snapshot=*/false);
+  if (s.kind == Slot::kBaton || (lease && lease->holder == me)) fulfiller_.pass_baton(tr, me);
+  tr.clear(keys_.slot(me));
+}
+
+// A pop leaving by an exception: withdraw the request, or put a delivered item back, in one
+// transaction. If our slot is gone while a consuming transaction of ours had the item in hand,
+// that transaction committed (nobody else clears a slot younger than request_ttl): the item goes
+// back from our hands. Best effort (the engine may be what failed): a request or delivery left
+// behind is expired or put back by a later fulfiller after request_ttl.
+void StagedPops::abandon(const std::string& me, const std::optional<KeyValue>& in_hand) noexcept {
+  const std::string slot = keys_.slot(me);
+  const bool young = request_created_ms(me) > now_ms() - options_.request_ttl.count() / 2;
+  try {
+    run_once(
+        *db_,
+        [&](Transaction& tr) {
+          Slot s = read_slot(tr, slot);
+          if (s.waiting()) withdraw(tr, me, s);
+          if (s.kind == Slot::kDelivered) fulfiller_.put_back(tr, me, s);
+          if (s.kind == Slot::kEmpty) tr.clear(slot);
+          if (s.kind == Slot::kAbsent && in_hand && young) fulfiller_.restore(tr, *in_hand);
+          return 0;
+        },
+        [&](Transaction& tr) { return !tr.get(slot).has_value(); }, kAbandonOptions);
+    detail::contention_stats().abandoned.fetch_add(1, std::memory_order_relaxed);
+  } catch (...) {
+    // Left for request expiry (see above); the caller rethrows its own error.
+  }
+}
+
+}  // namespace kvq::contention

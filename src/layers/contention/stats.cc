@@ -1,0 +1,10 @@
+#include "layers/contention/stats.h"
+
+namespace kvq::detail {
+
+ContentionStats& contention_stats() {
+  static ContentionStats stats;
+  return stats;
+}
+
+}  // namespace kvq::detail

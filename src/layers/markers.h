@@ -1,0 +1,57 @@
+// Internal: the idempotency markers of one Queue or PriorityQueue object.
+//
+// A push or pop with its own retry loop writes a fresh marker key ("kvq", "mark", unix_ms, random)
+// in its transaction; after commit_unknown_result the retry reads it to learn whether the earlier
+// attempt committed (contention/run_once.h). Once the operation has returned, its marker is
+// useless: it is remembered here as "finished" and cleared (blind clears, no conflicts) by a later
+// operation of the same object, at most kClearPerWrite per operation, and by the destructor. So an
+// object holds at most a few markers per thread using it, its memory does not grow, and a destroyed
+// object leaves no marker behind. Markers of processes that died are swept by age (marker_ttl), now
+// and then. Thread-safe.
+#ifndef KVQ_SRC_LAYERS_MARKERS_H_
+#define KVQ_SRC_LAYERS_MARKERS_H_
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kvq/database.h"
+#include "kvq/subspace.h"
+
+namespace kvq::detail {
+
+class Markers {
+ public:
+  // Markers under `control` (subspace + ("kvq",)); those older than `ttl` are swept.
+  Markers(std::shared_ptr<Database> db, const Subspace& control, std::chrono::milliseconds ttl);
+  // Clears the finished markers still in the store, in one transaction (bounded in time). Best
+  // effort: never throws; what it cannot clear is swept by age.
+  ~Markers();
+  Markers(const Markers&) = delete;
+  Markers& operator=(const Markers&) = delete;
+
+  // A fresh marker key, unique to one operation.
+  std::string make() const;
+  // Writes `marker` in `tr`, clears finished markers (returned: pass them to finished()), and
+  // once in 64 calls sweeps markers older than ttl.
+  std::vector<std::string> write(Transaction& tr, const std::string& marker);
+  // The operation of `marker` returned, after the commit that also cleared `cleared`.
+  void finished(const std::string& marker, const std::vector<std::string>& cleared);
+  // How many finished markers this object still has in the store (for tests).
+  std::size_t pending() const;
+
+ private:
+  std::shared_ptr<Database> db_;
+  Subspace control_;
+  std::string sweep_begin_;
+  std::chrono::milliseconds ttl_;
+  mutable std::mutex mu_;
+  std::vector<std::string> pending_;  // finished markers not yet cleared
+};
+
+}  // namespace kvq::detail
+
+#endif  // KVQ_SRC_LAYERS_MARKERS_H_
