@@ -303,9 +303,10 @@ TEST_F(CliTest, PushOfSeveralValuesKeepsTheirOrderAndStdinMixesWithArguments) {
   TestDb db;
   if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that outlives a command";
   const std::string in = write_temp("mid", "from stdin");
-  ASSERT_EQ(run(db.flag() + " queue push a - c", in).status, 0);
-  for (const char* v : {"a\n", "from stdin\n", "c\n"})
+  ASSERT_EQ(run(db.flag() + " queue push -- a - c -d", in).status, 0);
+  for (const char* v : {"a\n", "from stdin\n", "c\n", "-d\n"}) {
     EXPECT_EQ(run(db.flag() + " queue pop").out, v);
+  }
   std::filesystem::remove(in);
 }
 
