@@ -45,7 +45,8 @@ void add_pop(CLI::App* pq, Context& ctx, std::shared_ptr<PqArgs> args, bool max)
   pop->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
   pop->add_option("--timeout", args->timeout_ms,
                   "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
-      ->transform(DurationMs());
+      ->transform(DurationMs())
+      ->check(CLI::NonNegativeNumber);
   set_action(pop, ctx, [&ctx, args, max] {
     PriorityQueue p = open_pq(ctx, *args);
     const std::chrono::milliseconds timeout(args->timeout_ms);

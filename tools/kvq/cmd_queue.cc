@@ -40,7 +40,8 @@ void add_pop_and_peek(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> 
   pop->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
   pop->add_option("--timeout", args->timeout_ms,
                   "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
-      ->transform(DurationMs());
+      ->transform(DurationMs())
+      ->check(CLI::NonNegativeNumber);
   set_action(pop, ctx, [&ctx, args] {
     Queue q = open_queue(ctx, *args);
     return print_value(q.pop(std::chrono::milliseconds(args->timeout_ms)), args->raw, "queue");

@@ -91,15 +91,16 @@ int parse(CLI::App& app, const kvq::cli::Context& ctx, int argc, char** argv) {
   return -1;
 }
 
-// Runs the chosen command; every error becomes one line on stderr and its exit status.
-int run(const kvq::cli::Context& ctx) {
+// Runs the chosen command; every error becomes one line on stderr and its exit status. CliError
+// messages name the command themselves; others get it as a prefix ("pq pop-min: timed_out ...").
+int run(const CLI::App& app, const kvq::cli::Context& ctx) {
   try {
     return ctx.action();
   } catch (const kvq::cli::CliError& e) {
     std::cerr << "kvq: error: " << e.what() << "\n";
     return e.exit_code();
   } catch (const std::exception& e) {  // kvq::Error's what() is "name (code): message"
-    std::cerr << "kvq: error: " << e.what() << "\n";
+    std::cerr << "kvq: error: " << command_path(given_commands(app)) << ": " << e.what() << "\n";
     return kvq::cli::kExitError;
   }
 }
@@ -118,5 +119,5 @@ int main(int argc, char** argv) {
   kvq::cli::add_bench_command(app, ctx);
   app.allow_extras();  // only the root collects leftovers; report_leftovers names them
   if (int status = parse(app, ctx, argc, argv); status >= 0) return status;
-  return run(ctx);
+  return run(app, ctx);
 }
