@@ -70,8 +70,9 @@ struct TransactionLimits {
   // Bytes of keys, values and conflict ranges, as Transaction::approximate_size() counts them.
   // Default: kMaxTransactionSize; on etcd also below the server's --max-request-bytes.
   std::size_t max_bytes = kMaxTransactionSize;
-  // Engine operations one commit may need: on etcd the compares plus the writes of its one Txn
-  // (the server's --max-txn-ops). Default: no bound (the embedded engines).
+  // Engine operations one commit may need: on etcd what the server counts against its
+  // --max-txn-ops in the commit's Txn (compares and writes; docs/engines.md, etcd, Limits).
+  // Default: no bound (the embedded engines).
   std::size_t max_operations = std::numeric_limits<std::size_t>::max();
 };
 

@@ -10,7 +10,7 @@
 //
 // Example:
 //   KeyCodec codec("app/");
-//   codec.encode(std::string("a\0b", 3)) == std::string("app/a\0\xff" "b\0\0", 9);
+//   codec.encode(std::string("a\0b", 3)) == std::string("app/a\0\xff" "b\0\0", 10);
 #ifndef KVQ_SRC_ENGINE_ETCD_KEY_CODEC_H_
 #define KVQ_SRC_ENGINE_ETCD_KEY_CODEC_H_
 
