@@ -146,8 +146,7 @@ int main(int argc, char** argv) {
       return kv->Put(&ctx, req, &resp).ok();
     }));
     rows.push_back(run("raw_txn", clients, seconds, [&](int c, long n) {
-      std::string key =
-          "bench/" + run_id + "/txn/" + std::to_string(c) + "/" + std::to_string(n);
+      std::string key = "bench/" + run_id + "/txn/" + std::to_string(c) + "/" + std::to_string(n);
       pb::TxnRequest req;
       pb::Compare* cmp = req.add_compare();
       cmp->set_key(key);
@@ -205,9 +204,10 @@ int main(int argc, char** argv) {
                 cores, endpoints.c_str(), kvq_options.c_str());
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      std::printf("%s{\"op\": \"%s\", \"clients\": %d, \"ops\": %ld, \"errors\": %ld, "
-                  "\"seconds\": %.3f, \"ops_per_s\": %.1f}",
-                  i ? ", " : "", r.op.c_str(), r.clients, r.ops, r.errors, r.seconds, r.rate());
+      std::printf(
+          "%s{\"op\": \"%s\", \"clients\": %d, \"ops\": %ld, \"errors\": %ld, "
+          "\"seconds\": %.3f, \"ops_per_s\": %.1f}",
+          i ? ", " : "", r.op.c_str(), r.clients, r.ops, r.errors, r.seconds, r.rate());
     }
     std::printf("]}\n");
   } else {

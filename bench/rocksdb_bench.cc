@@ -162,19 +162,20 @@ int main(int argc, char** argv) {
     const double base = results.empty() ? 0 : results.front().rate();
     const unsigned cores = std::thread::hardware_concurrency();
     if (cfg.json) {
-      std::printf("{\"benchmark\":\"rocksdb_commit\",\"sync\":%s,\"seconds\":%.3f,\"nproc\":%u,"
-                  "\"results\":[",
-                  cfg.sync ? "true" : "false", cfg.seconds, cores);
+      std::printf(
+          "{\"benchmark\":\"rocksdb_commit\",\"sync\":%s,\"seconds\":%.3f,\"nproc\":%u,"
+          "\"results\":[",
+          cfg.sync ? "true" : "false", cfg.seconds, cores);
       for (std::size_t i = 0; i < results.size(); ++i) {
         const Result& r = results[i];
-        std::printf("%s{\"clients\":%d,\"commits\":%llu,\"seconds\":%.3f,\"commits_per_s\":%.1f,"
-                    "\"batches\":%llu,\"commits_per_batch\":%.2f,\"mean_latency_us\":%.1f,"
-                    "\"p99_latency_us\":%.1f,\"speedup\":%.2f}",
-                    i == 0 ? "" : ",", r.clients, static_cast<unsigned long long>(r.commits),
-                    r.seconds, r.rate(), static_cast<unsigned long long>(r.batches),
-                    r.batches ? static_cast<double>(r.commits) / static_cast<double>(r.batches)
-                              : 0.0,
-                    r.mean_latency_us, r.p99_latency_us, base > 0 ? r.rate() / base : 0.0);
+        std::printf(
+            "%s{\"clients\":%d,\"commits\":%llu,\"seconds\":%.3f,\"commits_per_s\":%.1f,"
+            "\"batches\":%llu,\"commits_per_batch\":%.2f,\"mean_latency_us\":%.1f,"
+            "\"p99_latency_us\":%.1f,\"speedup\":%.2f}",
+            i == 0 ? "" : ",", r.clients, static_cast<unsigned long long>(r.commits), r.seconds,
+            r.rate(), static_cast<unsigned long long>(r.batches),
+            r.batches ? static_cast<double>(r.commits) / static_cast<double>(r.batches) : 0.0,
+            r.mean_latency_us, r.p99_latency_us, base > 0 ? r.rate() / base : 0.0);
       }
       std::printf("]}\n");
     } else {
@@ -183,12 +184,12 @@ int main(int argc, char** argv) {
       std::printf("%8s %10s %12s %10s %14s %12s %12s %8s\n", "clients", "commits", "commits/s",
                   "batches", "commits/batch", "mean_us", "p99_us", "speedup");
       for (const Result& r : results) {
-        std::printf("%8d %10llu %12.1f %10llu %14.2f %12.1f %12.1f %8.2f\n", r.clients,
-                    static_cast<unsigned long long>(r.commits), r.rate(),
-                    static_cast<unsigned long long>(r.batches),
-                    r.batches ? static_cast<double>(r.commits) / static_cast<double>(r.batches)
-                              : 0.0,
-                    r.mean_latency_us, r.p99_latency_us, base > 0 ? r.rate() / base : 0.0);
+        std::printf(
+            "%8d %10llu %12.1f %10llu %14.2f %12.1f %12.1f %8.2f\n", r.clients,
+            static_cast<unsigned long long>(r.commits), r.rate(),
+            static_cast<unsigned long long>(r.batches),
+            r.batches ? static_cast<double>(r.commits) / static_cast<double>(r.batches) : 0.0,
+            r.mean_latency_us, r.p99_latency_us, base > 0 ? r.rate() / base : 0.0);
       }
     }
     return 0;

@@ -148,9 +148,10 @@ TEST(EtcdFault, KillFollowerThenLeaderLosesNoAcknowledgedPushAndPopsNothingTwice
 
   long errors = 0;
   for (auto& f : fc) errors += f->final_errors;
-  std::printf("acked pushes %zu, popped %zu, left %zu, pushes after leader kill %ld, "
-              "connection errors retried %ld\n",
-              acked.size(), popped.size(), left.size(), pushes_after_leader_kill.load(), errors);
+  std::printf(
+      "acked pushes %zu, popped %zu, left %zu, pushes after leader kill %ld, "
+      "connection errors retried %ld\n",
+      acked.size(), popped.size(), left.size(), pushes_after_leader_kill.load(), errors);
   EXPECT_GT(acked.size(), 20u);
   EXPECT_GT(pushes_after_leader_kill.load(), 0) << "no progress after the leader was killed";
   for (const auto& [value, times] : popped) {

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "kvq/database.h"
 #include "engine/memory/memory_store.h"
 #include "engine/pipeline/commit_pipeline.h"
+#include "kvq/database.h"
 
 namespace kvq {
 namespace {
@@ -238,7 +238,9 @@ TEST(Pipeline, ExplicitReadConflictWithoutReadsIsCheckedFromAReadVersionTakenAtC
 class FailingStore final : public pipeline::VersionedStore {
  public:
   Version latest_version() const override { return inner_.latest_version(); }
-  std::shared_ptr<const pipeline::StoreSnapshot> snapshot() const override { return inner_.snapshot(); }
+  std::shared_ptr<const pipeline::StoreSnapshot> snapshot() const override {
+    return inner_.snapshot();
+  }
   void apply(Version version, const std::vector<pipeline::StoreWrite>& writes) override {
     if (fail_.load()) throw Error(ErrorCode::kIoError, "injected: disk full");
     inner_.apply(version, writes);
@@ -310,7 +312,8 @@ class FailingReadStore final : public pipeline::VersionedStore {
 TEST(Pipeline, StoreReadErrorWhileResolvingABatchFailsItAndLaterCommitsStillRun) {
   auto store = std::make_unique<FailingReadStore>();
   FailingReadStore* raw = store.get();
-  auto db = std::make_shared<Database>(pipeline::make_pipeline_engine(std::move(store), {}), "failing");
+  auto db =
+      std::make_shared<Database>(pipeline::make_pipeline_engine(std::move(store), {}), "failing");
   db->run([](Transaction& tr) { tr.set("a", "1"); });
   raw->fail_ = true;
   Transaction tr = db->create_transaction();
@@ -437,14 +440,14 @@ TEST(Pipeline, ClosingTheDatabaseFailsPendingWatches) {
 
 TEST(Pipeline, RejectsBadOptions) {
   EXPECT_THROW(pipeline::make_pipeline_engine(std::make_unique<MemoryStore>(),
-                                         {.mvcc_window = std::chrono::milliseconds(0)}),
+                                              {.mvcc_window = std::chrono::milliseconds(0)}),
                Error);
-  EXPECT_THROW(
-      pipeline::make_pipeline_engine(std::make_unique<MemoryStore>(), {.max_batch_transactions = 0}),
-      Error);
+  EXPECT_THROW(pipeline::make_pipeline_engine(std::make_unique<MemoryStore>(),
+                                              {.max_batch_transactions = 0}),
+               Error);
   EXPECT_THROW(pipeline::make_pipeline_engine(nullptr, {}), Error);
   EXPECT_THROW(pipeline::make_pipeline_engine(std::make_unique<MemoryStore>(),
-                                         {.mvcc_window = std::chrono::milliseconds::max()}),
+                                              {.mvcc_window = std::chrono::milliseconds::max()}),
                Error);
 }
 

@@ -86,9 +86,8 @@ TEST_P(PriorityQueueTest, KeyLayoutIsPriorityCountRandom) {
   pq.push("a", 7);
   pq.push("b", 7);
   pq.push("c", 2);
-  auto kvs = db_->run([&](Transaction& tr) {
-    return tr.get_range(space_.key() + '\x0c', space_.key() + '\x1d');
-  });
+  auto kvs = db_->run(
+      [&](Transaction& tr) { return tr.get_range(space_.key() + '\x0c', space_.key() + '\x1d'); });
   ASSERT_EQ(kvs.size(), 3u);
   Tuple c = space_.unpack(kvs[0].key), a = space_.unpack(kvs[1].key), b = space_.unpack(kvs[2].key);
   EXPECT_EQ(c.get_int(0), 2);

@@ -2,9 +2,9 @@
 // tools/kvq/history.h (no loss, no duplicate, FIFO and priority promises, no wrong "empty").
 // Sizes: KVQ_TEST_ITEMS (default 50,000 items in total per test; 8,000 in sanitizer builds) and
 // KVQ_TEST_CLIENTS (default 16).
-#include <algorithm>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -187,8 +187,8 @@ TEST_P(TimeoutTest, PoppersTimingOutUnderContentionLoseNothing) {
         history::Pop h{min ? history::PopKind::kMin : history::PopKind::kMax, std::nullopt,
                        now_ns(), 0};
         try {
-          // A high-contention pop on etcd takes several round trips of ~1 ms each: scale the timeouts
-          // so pops can finish at all.
+          // A high-contention pop on etcd takes several round trips of ~1 ms each: scale the
+          // timeouts so pops can finish at all.
           const int scale = GetParam().engine == "etcd" ? 100 : 1;
           auto timeout = std::chrono::milliseconds(scale * static_cast<int>(1 + gen() % 3));
           h.value = min ? pq.pop_min(timeout) : pq.pop_max(timeout);

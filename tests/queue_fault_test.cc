@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "kvq/kvq.h"
 #include "engine/testing/fault_injection.h"
+#include "kvq/kvq.h"
 #include "support/layer_engines.h"
 #include "tools/kvq/history.h"
 

@@ -125,9 +125,8 @@ TEST_P(QueueTest, KeyLayoutIsIndexThenTwentyRandomBytes) {
   Queue q = make();
   q.push("a");
   q.push("b");
-  auto kvs = db_->run([&](Transaction& tr) {
-    return tr.get_range(space_.key() + '\x0c', space_.key() + '\x1d');
-  });
+  auto kvs = db_->run(
+      [&](Transaction& tr) { return tr.get_range(space_.key() + '\x0c', space_.key() + '\x1d'); });
   ASSERT_EQ(kvs.size(), 2u);
   for (int i = 0; i < 2; ++i) {
     Tuple t = space_.unpack(kvs[i].key);

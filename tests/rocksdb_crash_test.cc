@@ -34,11 +34,11 @@ namespace {
 
 // What the history of all runs so far says about one layout ("Q" or "P").
 struct LayoutHistory {
-  std::set<std::string> attempted;    // "B push": may be in the store
-  std::set<std::string> must_exist;   // acknowledged pushes and items seen present after a kill
-  std::set<std::string> popped;       // acknowledged pops
-  std::set<std::string> lost;         // missing items charged to a pop in flight at a kill
-  std::size_t lost_allowance = 0;     // sum over kills of consumers with a pop in flight
+  std::set<std::string> attempted;   // "B push": may be in the store
+  std::set<std::string> must_exist;  // acknowledged pushes and items seen present after a kill
+  std::set<std::string> popped;      // acknowledged pops
+  std::set<std::string> lost;        // missing items charged to a pop in flight at a kill
+  std::size_t lost_allowance = 0;    // sum over kills of consumers with a pop in flight
 };
 
 // One run's log, parsed. Lines not ending in '\n' (cut by the kill) are ignored: the operation
@@ -46,7 +46,7 @@ struct LayoutHistory {
 struct RunLog {
   std::map<std::string, std::vector<std::string>> begun_pushes;  // layout -> values
   std::map<std::string, std::vector<std::string>> acked_pushes;
-  std::map<std::string, std::vector<std::string>> acked_pops;    // values (not "-")
+  std::map<std::string, std::vector<std::string>> acked_pops;        // values (not "-")
   std::map<std::string, std::map<std::string, bool>> pop_in_flight;  // layout -> consumer -> B open
   std::size_t lines = 0;
 };
@@ -88,8 +88,8 @@ std::vector<std::string> present_items(const std::shared_ptr<Database>& db,
   const auto rows = tr.get_range(space.key() + "\x0c", space.key() + "\x1d", {.snapshot = true});
   std::vector<std::string> items;
   for (const KeyValue& kv : rows) items.push_back(kv.value);
-  const std::int64_t size = layout == "Q" ? Queue(db, space).size(tr)
-                                          : PriorityQueue(db, space).size(tr);
+  const std::int64_t size =
+      layout == "Q" ? Queue(db, space).size(tr) : PriorityQueue(db, space).size(tr);
   EXPECT_EQ(size, static_cast<std::int64_t>(items.size())) << "size counter of " << layout;
   return items;
 }
@@ -108,8 +108,8 @@ void check_after_kill(const std::shared_ptr<Database>& db, const RunLog& log,
       EXPECT_TRUE(h.attempted.count(v)) << "run " << run << ": ack without begin: " << v;
       h.must_exist.insert(v);
     }
-    for (const auto& v : log.acked_pops.count(layout) ? log.acked_pops.at(layout)
-                                                      : std::vector<std::string>{}) {
+    for (const auto& v :
+         log.acked_pops.count(layout) ? log.acked_pops.at(layout) : std::vector<std::string>{}) {
       EXPECT_TRUE(h.attempted.count(v)) << "run " << run << ": popped a never-pushed " << v;
       EXPECT_FALSE(h.lost.count(v)) << "run " << run << ": popped an item lost earlier " << v;
       EXPECT_TRUE(h.popped.insert(v).second) << "run " << run << ": popped twice: " << v;
@@ -154,8 +154,8 @@ void run_crash_test(const std::string& url_options, int kills, unsigned seed) {
   for (int run = 0; run < kills; ++run) {
     const std::string log_path = dir.file("log." + std::to_string(run));
     {
-      testing::Subprocess child({worker, url, log_path, std::to_string(run),
-                                 std::to_string(rng())});
+      testing::Subprocess child(
+          {worker, url, log_path, std::to_string(run), std::to_string(rng())});
       if (run % 8 == 7) {
         // Now and then kill it while it opens (recovers) the database.
         std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 20));
@@ -183,11 +183,11 @@ void run_crash_test(const std::string& url_options, int kills, unsigned seed) {
   EXPECT_GT(total_acked_pops, 0u);
   ::testing::Test::RecordProperty("acked_pushes", static_cast<int>(total_acked_pushes));
   ::testing::Test::RecordProperty("acked_pops", static_cast<int>(total_acked_pops));
-  std::printf("%d kills: %zu acknowledged pushes, %zu acknowledged pops, %zu+%zu items lost to "
-              "pops in flight (allowed %zu+%zu)\n",
-              kills, total_acked_pushes, total_acked_pops, history["Q"].lost.size(),
-              history["P"].lost.size(), history["Q"].lost_allowance,
-              history["P"].lost_allowance);
+  std::printf(
+      "%d kills: %zu acknowledged pushes, %zu acknowledged pops, %zu+%zu items lost to "
+      "pops in flight (allowed %zu+%zu)\n",
+      kills, total_acked_pushes, total_acked_pops, history["Q"].lost.size(),
+      history["P"].lost.size(), history["Q"].lost_allowance, history["P"].lost_allowance);
 }
 
 TEST(RocksDbCrash, AcknowledgedQueueOperationsSurviveSigkillWithSync) {

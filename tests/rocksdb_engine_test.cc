@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "kvq/database.h"
-#include "support/engines.h"
 #include "kvq/error.h"
+#include "support/engines.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 

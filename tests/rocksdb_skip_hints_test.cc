@@ -1,8 +1,8 @@
 // Tests of SkipHints (src/engine/rocksdb/skip_hints.h): when a "known empty" stretch may be learnt,
 // used, and must be forgotten.
-#include "engine/rocksdb/skip_hints.h"
-
 #include <gtest/gtest.h>
+
+#include "engine/rocksdb/skip_hints.h"
 
 namespace kvq::engine::rocksdb_engine {
 namespace {
@@ -88,7 +88,8 @@ TEST(SkipHints, SnapshotsOlderThanTheLogCannotTeach) {
 TEST(SkipHints, HugeWritesBlockLearningFromOlderSnapshots) {
   SkipHints h(10);
   std::vector<std::string> keys;
-  for (std::size_t i = 0; i <= SkipHints::kMaxLoggedKeys; ++i) keys.push_back("z" + std::to_string(i));
+  for (std::size_t i = 0; i <= SkipHints::kMaxLoggedKeys; ++i)
+    keys.push_back("z" + std::to_string(i));
   std::vector<std::string_view> views(keys.begin(), keys.end());
   h.begin_write(views);
   h.end_write(11);
@@ -101,7 +102,8 @@ TEST(SkipHints, HugeWritesBlockLearningFromOlderSnapshots) {
 TEST(SkipHints, LogIsBoundedByTotalKeysToo) {
   SkipHints h(10);
   std::vector<std::string> keys;
-  for (std::size_t i = 0; i < SkipHints::kMaxLoggedKeys; ++i) keys.push_back("z" + std::to_string(i));
+  for (std::size_t i = 0; i < SkipHints::kMaxLoggedKeys; ++i)
+    keys.push_back("z" + std::to_string(i));
   std::vector<std::string_view> views(keys.begin(), keys.end());
   const std::uint64_t writes = SkipHints::kMaxLogKeys / SkipHints::kMaxLoggedKeys + 2;
   for (std::uint64_t s = 11; s < 11 + writes; ++s) {

@@ -22,9 +22,9 @@
 namespace kvq::engine::rocksdb_engine {
 namespace {
 
+using pipeline::StoreWrite;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using pipeline::StoreWrite;
 
 StoreWrite set(std::string k, std::string v) {
   return {StoreWrite::Kind::kSet, std::move(k), std::move(v)};
@@ -293,10 +293,10 @@ TEST(RocksDbStore, ConcurrentSnapshotsAlwaysMatchTheirVersion) {
         const std::string expect = std::to_string(v);
         auto a = snap->get("a");
         auto range = snap->get_range("a", "c", 0, false);
-        const bool ok = v >= last &&
-                        (v == 0 ? (!a.has_value() && range.empty())
-                                : (a == expect && range.size() == 2 && range[0].value == expect &&
-                                   range[1].value == expect));
+        const bool ok =
+            v >= last && (v == 0 ? (!a.has_value() && range.empty())
+                                 : (a == expect && range.size() == 2 && range[0].value == expect &&
+                                    range[1].value == expect));
         if (!ok) mismatches.fetch_add(1);
         last = v;
         snapshots.fetch_add(1);

@@ -11,7 +11,11 @@ std::mt19937_64& thread_generator() {
   thread_local std::mt19937_64 generator([] {
     std::random_device device;
     const auto thread_hash = std::hash<std::thread::id>()(std::this_thread::get_id());
-    std::seed_seq seq{device(), device(), device(), device(), static_cast<unsigned>(thread_hash),
+    std::seed_seq seq{device(),
+                      device(),
+                      device(),
+                      device(),
+                      static_cast<unsigned>(thread_hash),
                       static_cast<unsigned>(thread_hash >> 32)};
     return std::mt19937_64(seq);
   }());

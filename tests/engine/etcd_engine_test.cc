@@ -357,11 +357,11 @@ TEST(EtcdUrl, ParsesEndpointsAndOptions) {
 }
 
 TEST(EtcdUrl, MalformedUrlsAreConnectionStringInvalid) {
-  for (const char* url : {"etcd://", "etcd://host", "etcd://host:", "etcd://host:0",
-                          "etcd://host:70000", "etcd://:12", "etcd://h:1,", "etcd://h:1?x=1",
-                          "etcd://h:1?prefix=", "etcd://h:1?timeout_ms=-3", "etcd:/h:1",
-                          "etcd://h:1?fast_first_read=yes", "etcd://h:1?mvcc_window_ms=x",
-                          "etcd://h o:1"}) {
+  for (const char* url :
+       {"etcd://", "etcd://host", "etcd://host:", "etcd://host:0", "etcd://host:70000",
+        "etcd://:12", "etcd://h:1,", "etcd://h:1?x=1",
+        "etcd://h:1?prefix=", "etcd://h:1?timeout_ms=-3", "etcd:/h:1",
+        "etcd://h:1?fast_first_read=yes", "etcd://h:1?mvcc_window_ms=x", "etcd://h o:1"}) {
     try {
       parse_etcd_url(url);
       ADD_FAILURE() << url << " was accepted";
@@ -382,8 +382,8 @@ TEST(EtcdConnect, NoAnsweringEndpointIsConnectionFailed) {
 }
 
 TEST_F(EtcdEngineTest, DeadEndpointInListIsSkippedForReadsAndCommits) {
-  EtcdOptions o = parse_etcd_url("etcd://127.0.0.1:1," + cluster->endpoint(0) + "?prefix=" +
-                                 prefix_ + "&timeout_ms=500");
+  EtcdOptions o = parse_etcd_url("etcd://127.0.0.1:1," + cluster->endpoint(0) +
+                                 "?prefix=" + prefix_ + "&timeout_ms=500");
   EtcdEngine engine(o);
   for (int i = 0; i < 5; ++i) {
     auto s = engine.begin();

@@ -1,13 +1,13 @@
 #include "support/engines.h"
 
-#include "support/etcd_cluster.h"
-
 #include <stdlib.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
+
+#include "support/etcd_cluster.h"
 
 namespace kvq::testing {
 

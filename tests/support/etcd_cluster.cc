@@ -20,9 +20,9 @@ extern "C" const char* __tsan_default_options() {
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -144,21 +144,22 @@ void EtcdCluster::spawn(int i, bool initial) {
   Member& m = members_[i];
   const std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
   const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
-  std::vector<std::string> args = {etcd_binary(),
-                                   "--name=" + m.name,
-                                   "--data-dir=" + m.data_dir,
-                                   "--listen-client-urls=" + client,
-                                   "--advertise-client-urls=" + client,
-                                   "--listen-peer-urls=" + peer,
-                                   "--initial-advertise-peer-urls=" + peer,
-                                   "--initial-cluster=" + initial_cluster(),
-                                   "--initial-cluster-state=" + std::string(initial ? "new" : "existing"),
-                                   "--initial-cluster-token=" + root_,
-                                   "--unsafe-no-fsync",
-                                   "--heartbeat-interval=50",
-                                   "--election-timeout=500",
-                                   "--log-level=warn",
-                                   "--logger=zap"};
+  std::vector<std::string> args = {
+      etcd_binary(),
+      "--name=" + m.name,
+      "--data-dir=" + m.data_dir,
+      "--listen-client-urls=" + client,
+      "--advertise-client-urls=" + client,
+      "--listen-peer-urls=" + peer,
+      "--initial-advertise-peer-urls=" + peer,
+      "--initial-cluster=" + initial_cluster(),
+      "--initial-cluster-state=" + std::string(initial ? "new" : "existing"),
+      "--initial-cluster-token=" + root_,
+      "--unsafe-no-fsync",
+      "--heartbeat-interval=50",
+      "--election-timeout=500",
+      "--log-level=warn",
+      "--logger=zap"};
   for (const std::string& f : extra_flags_) args.push_back(f);
   const std::string log = root_ + "/" + m.name + ".log";
   const pid_t parent = getpid();

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
       threads.emplace_back([&, layout, is_queue, p] {
         std::mt19937 rng(seed * 7919u + static_cast<unsigned>(p) * 31u + (is_queue ? 0u : 17u));
         for (long n = 0;; ++n) {
-          const std::string value =
-              std::string(layout) + "." + run_id + "." + std::to_string(p) + "." + std::to_string(n);
+          const std::string value = std::string(layout) + "." + run_id + "." + std::to_string(p) +
+                                    "." + std::to_string(n);
           log_line(std::string("B push ") + layout + " " + value);
           try {
             if (is_queue) {

@@ -2,6 +2,7 @@
 // everything; each command group lives in its cmd_*.cc (commands.h). Every failure is one line on
 // stderr, "kvq: error: ...", and an exit status: 1 kvq error, 2 bad arguments, 3 empty queue.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -105,9 +106,8 @@ int run(const CLI::App& app, const kvq::cli::Context& ctx) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Builds the command tree, parses the arguments and runs the chosen command.
+int run_cli(int argc, char** argv) {
   CLI::App app{kDescription, "kvq"};
   app.fallthrough();  // inherited by every subcommand: global options go anywhere
   kvq::cli::Context ctx;
@@ -120,4 +120,17 @@ int main(int argc, char** argv) {
   app.allow_extras();  // only the root collects leftovers; report_leftovers names them
   if (int status = parse(app, ctx, argc, argv); status >= 0) return status;
   return run(app, ctx);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_cli(argc, argv);
+  } catch (const std::exception& e) {  // setting up the command tree failed (e.g. out of memory)
+    std::fprintf(stderr, "kvq: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "kvq: error: unknown exception\n");
+  }
+  return kvq::cli::kExitError;
 }

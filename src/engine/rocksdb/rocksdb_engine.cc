@@ -2,9 +2,9 @@
 
 #include <utility>
 
-#include "kvq/error.h"
-#include "engine/rocksdb/rocksdb_store.h"
 #include "engine/pipeline/commit_pipeline.h"
+#include "engine/rocksdb/rocksdb_store.h"
+#include "kvq/error.h"
 
 namespace kvq::engine {
 
@@ -29,12 +29,12 @@ std::shared_ptr<Engine> open_rocksdb(const std::string& path,
   }
   pipeline::PipelineOptions pipeline_options = pipeline::pipeline_options_from_query(rest);
   if (!rest.empty()) {
-    throw Error(ErrorCode::kConnectionStringInvalid,
-                "rocksdb: unknown option '" + rest.begin()->first +
-                    "' (known: sync, mvcc_window_ms)");
+    throw Error(
+        ErrorCode::kConnectionStringInvalid,
+        "rocksdb: unknown option '" + rest.begin()->first + "' (known: sync, mvcc_window_ms)");
   }
   return pipeline::make_pipeline_engine(rocksdb_engine::RocksDbStore::open(path, store_options),
-                                   pipeline_options);
+                                        pipeline_options);
 }
 
 }  // namespace kvq::engine

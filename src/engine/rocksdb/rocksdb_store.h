@@ -3,7 +3,8 @@
 // this class only stores versioned data durably.
 //
 // On-disk layout (one RocksDB database in one directory):
-//  - column family "default": the data keys, byte for byte as the transactions wrote them (RocksDB's
+//  - column family "default": the data keys, byte for byte as the transactions wrote them
+//  (RocksDB's
 //    bytewise comparator gives FoundationDB's key order).
 //  - column family "kvq_meta": kvq's bookkeeping, never visible to transactions:
 //      "format"  = "kvq-rocksdb-1"       written when the database is created

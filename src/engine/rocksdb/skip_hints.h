@@ -20,9 +20,10 @@
 //   after the write:   end_write(new sequence)    gives the logged write its sequence.
 // A hint learnt from a snapshot at sequence S is shrunk to the part of its stretch that no write
 // logged with a sequence > S (or still pending) put a key into, and is only recorded if the log
-// reaches back to S (it keeps the last kLogWrites writes). So every write after S either is checked at learning time or
-// begins later and shrinks the hint. Readers use a hint only at a sequence >= its own. Hints only
-// ever make a scan skip keys that are absent at its snapshot, so results are unchanged.
+// reaches back to S (it keeps the last kLogWrites writes). So every write after S either is checked
+// at learning time or begins later and shrinks the hint. Readers use a hint only at a sequence >=
+// its own. Hints only ever make a scan skip keys that are absent at its snapshot, so results are
+// unchanged.
 //
 // Thread-safe. Bounded: at most kMaxHints per direction (all dropped when full), kLogWrites
 // logged writes holding at most kMaxLogKeys keys in all (a write of more than kMaxLoggedKeys keys
@@ -61,8 +62,7 @@ class SkipHints {
   // pending writes put nothing into (ignored if `sequence` is older than the log).
   void learn_forward(std::string_view begin, std::string_view first_live, std::uint64_t sequence);
   // Records that [last_live_end, end) has no live key at `sequence` (same conditions).
-  void learn_reverse(std::string_view last_live_end, std::string_view end,
-                     std::uint64_t sequence);
+  void learn_reverse(std::string_view last_live_end, std::string_view end, std::uint64_t sequence);
 
   // Called by the writer before it writes: shrinks hints covering any of `put_keys`.
   void begin_write(const std::vector<std::string_view>& put_keys);
@@ -92,7 +92,7 @@ class SkipHints {
 
   mutable std::mutex mu_;
   std::deque<LoggedWrite> log_;
-  std::uint64_t log_floor_;  // writes with a sequence <= this may be missing from log_
+  std::uint64_t log_floor_;   // writes with a sequence <= this may be missing from log_
   std::size_t log_keys_ = 0;  // keys held by log_
   std::map<std::string, Hint, std::less<>> forward_;  // begin -> (first possibly live key, seq)
   std::map<std::string, Hint, std::less<>> reverse_;  // end -> (start of the empty stretch, seq)
