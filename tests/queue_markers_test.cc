@@ -52,8 +52,10 @@ TEST(QueueMarkers, HundredThousandQueueObjectsLeaveNoMarkersAndKeepMemoryFlat) {
   use_queues(db, space, false, n - n / 5);
   const long grown = rss_kib() - before;
   EXPECT_EQ(marker_keys(*db, space), 0);
-  EXPECT_LT(grown, 8 * 1024) << "RSS grew by " << grown << " KiB over " << n << " Queue objects";
   std::printf("RSS growth over %ld Queue objects: %ld KiB\n", n - n / 5, grown);
+  // ASan keeps freed blocks in a quarantine (256 MB by default), so RSS says nothing there.
+  if (testing::kSanitizerBuild) GTEST_SKIP() << "RSS is not meaningful under sanitizers";
+  EXPECT_LT(grown, 8 * 1024) << "RSS grew by " << grown << " KiB over " << n << " Queue objects";
 }
 
 TEST(QueueMarkers, HighContentionQueueObjectsLeaveNothingBehind) {
