@@ -63,9 +63,15 @@ auto ItemStore::run_marked(Body&& body, const TransactionOptions& options) {
         cleared = markers_.write(tr, marker);
         return r;
       },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); }, options);
+      [&](Transaction& tr) { return tr.get(marker).has_value(); }, options, resolve_window());
   markers_.finished(marker, cleared);
   return result;
+}
+
+// How long a marked operation that gave up after commit_unknown_result keeps asking whether that
+// attempt took effect: half the markers' lifetime (they are the evidence), at most 30 s.
+std::chrono::milliseconds ItemStore::resolve_window() const {
+  return std::min(options_.marker_ttl / 2, std::chrono::milliseconds(30'000));
 }
 
 // ---- push ----------------------------------------------------------------------------------
@@ -194,7 +200,7 @@ ItemStore::Fast ItemStore::pop_fast(Side side) {
         cleared = markers_.write(tr, marker);
         return f;
       },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); });
+      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, resolve_window());
   if (!fast.staged) markers_.finished(marker, cleared);
   return fast;
 }

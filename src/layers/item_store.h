@@ -58,6 +58,7 @@ class ItemStore {
   };
   template <typename Body>
   auto run_marked(Body&& body, const TransactionOptions& options = {});
+  std::chrono::milliseconds resolve_window() const;
   std::string item_key(Transaction& tr, std::int64_t priority, const std::string& random);
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
   std::optional<std::string> pop_plain(Transaction& tr, Side side);

@@ -122,7 +122,8 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
     // After a maybe-committed batch that took our item, our slot is gone: that batch committed.
     Fulfiller::Result r = run_once(
         *db_, [&](Transaction& tr) { return fulfiller_.leased_batch(tr, me, attempts++ > 0); },
-        [&](Transaction& tr) { return !tr.get(slot).has_value(); }, kBatchOptions);
+        [&](Transaction& tr) { return !tr.get(slot).has_value(); }, kBatchOptions,
+        slot_evidence_left(me));
     stats.batch_conflicts.fetch_add(static_cast<std::uint64_t>(attempts - 1),
                                     std::memory_order_relaxed);
     stats.expired.fetch_add(r.expired, std::memory_order_relaxed);
@@ -175,7 +176,14 @@ StagedPops::Outcome StagedPops::settle(const std::string& me, bool withdraw_wait
         tr.clear(slot);
         return o;
       },
-      [&](Transaction& tr) { return !tr.get(slot).has_value(); });
+      [&](Transaction& tr) { return !tr.get(slot).has_value(); }, {}, slot_evidence_left(me));
+}
+
+// How long "our slot is gone" still means "a transaction of ours cleared it": until our request
+// is half its request_ttl old (others clear slots only past request_ttl). 0 once past that.
+std::chrono::milliseconds StagedPops::slot_evidence_left(const std::string& me) const {
+  const std::int64_t left = request_created_ms(me) + options_.request_ttl.count() / 2 - now_ms();
+  return std::chrono::milliseconds(std::max<std::int64_t>(left, 0));
 }
 
 // In `tr`: removes our waiting request and slot, passing the lease on if we hold it.

@@ -67,6 +67,7 @@ class StagedPops {
                     Clock::time_point deadline);
   Outcome settle(const std::string& me, bool withdraw_waiting, std::optional<KeyValue>* in_hand);
   void withdraw(Transaction& tr, const std::string& me, const Slot& s);
+  std::chrono::milliseconds slot_evidence_left(const std::string& me) const;
   void abandon(const std::string& me, const std::optional<KeyValue>& in_hand) noexcept;
 
   std::shared_ptr<Database> db_;
