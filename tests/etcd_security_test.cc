@@ -227,12 +227,20 @@ class EtcdSecurityTest : public ::testing::Test {
     pki_ = new TestPki(testing::make_test_pki(dir_->path()));
     write_file(dir_->file("password"), std::string(kPassword) + "\n");
     cluster_ = new EtcdCluster(1, {"--auth-token-ttl=2"}, server_tls(*pki_));
-    std::string out;
-    const int added = cluster_->etcdctl(
-        {"user", "add", "root:" + std::string(kPassword), "--interactive=false"}, &out);
-    const int enabled = cluster_->etcdctl({"auth", "enable"}, &out);
-    if (added != 0 || enabled != 0) {
-      failure_ = "etcdctl could not enable auth: " + out;
+    // Named steps: root, a user "app" with read-write on keys under "app/", then auth on.
+    const std::vector<std::vector<std::string>> commands = {
+        {"user", "add", "root:" + std::string(kPassword), "--interactive=false"},
+        {"role", "add", "app"},
+        {"role", "grant-permission", "app", "readwrite", "app/", "--prefix=true"},
+        {"user", "add", "app:app-Pw", "--interactive=false"},
+        {"user", "grant-role", "app", "app"},
+        {"auth", "enable"}};
+    for (const std::vector<std::string>& command : commands) {
+      std::string out;
+      if (cluster_->etcdctl(command, &out) != 0) {
+        failure_ = "etcdctl " + command[0] + " " + command[1] + " failed: " + out;
+        return;
+      }
     }
   }
   static void TearDownTestSuite() {
@@ -341,6 +349,21 @@ TEST_F(EtcdSecurityTest, NoCredentialsIsAnAuthenticationError) {
     FAIL() << "pushed without credentials";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kAuthenticationFailed) << e.what();
+  }
+}
+
+TEST_F(EtcdSecurityTest, UserWithoutPermissionOnThePrefix) {
+  const std::string ca = "&ca_file=" + pki_->ca;
+  auto allowed = kvq::open(cluster_->url("prefix=app/" + ca, "app:app-Pw"));
+  Queue q(allowed, queue_space());
+  q.push("mine");
+  EXPECT_EQ(q.pop(), "mine");
+  auto denied = kvq::open(cluster_->url("prefix=other/" + ca, "app:app-Pw"));
+  try {
+    Queue(denied, queue_space()).push("x");
+    FAIL() << "pushed outside the user's prefix";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kPermissionDenied) << e.what();
   }
 }
 

@@ -255,6 +255,14 @@ void EtcdCluster::kill(int i) {
   m.pid = 0;
 }
 
+void EtcdCluster::pause(int i) {
+  if (members_[i].pid > 0) ::kill(members_[i].pid, SIGSTOP);
+}
+
+void EtcdCluster::resume(int i) {
+  if (members_[i].pid > 0) ::kill(members_[i].pid, SIGCONT);
+}
+
 void EtcdCluster::restart(int i, std::chrono::milliseconds timeout) {
   if (running(i)) throw std::logic_error("etcd_cluster: member is running");
   spawn(i, /*initial=*/false);

@@ -63,6 +63,9 @@ class EtcdCluster {
   bool running(int i) const { return members_[i].pid > 0; }
   // SIGKILLs member i and reaps it.
   void kill(int i);
+  // SIGSTOPs member i (it keeps its sockets but answers nothing) / SIGCONTs it.
+  void pause(int i);
+  void resume(int i);
   // Restarts a killed member i with its old data directory and waits until it answers.
   void restart(int i, std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Index of the member the running members agree is leader; -1 if none within `timeout`.

@@ -33,7 +33,9 @@ Error no_endpoint_answers(const EtcdOptions& options, const grpc::Status& last) 
            " or does not name the host, the server wants a client certificate (cert_file=, "
            "key_file=), or it does not speak TLS (then use etcd://)";
   } else if (security.tls) {
-    hint = "; if the server does not speak TLS, use etcd://";
+    hint =
+        "; if the server does not speak TLS, use etcd://; if it wants a client certificate, "
+        "give cert_file= and key_file=";
   } else if (last.error_message().find("Socket closed") != std::string::npos ||
              last.error_message().find("http1") != std::string::npos) {
     hint = "; if the server speaks TLS, use etcds://";
