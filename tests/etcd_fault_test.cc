@@ -1,6 +1,7 @@
 // A 3-member etcd cluster loses a follower and then its leader (SIGKILL) while clients push and
-// pop on one PriorityQueue; the members are restarted. Every acknowledged push must end up popped
-// or still queued, and nothing may be popped twice.
+// pop on one PriorityQueue; the members are restarted; then the new leader is paused (SIGSTOP:
+// its sockets stay open but it answers nothing, so calls to it time out) for 4 s and resumed.
+// Every acknowledged push must end up popped or still queued, and nothing may be popped twice.
 //
 // Each push and pop carries an identity chosen outside the retry loop and leaves a receipt in the
 // same transaction, so a retry after commit_unknown_result (which failover produces) does not
@@ -85,7 +86,7 @@ class FaultClient {
   Subspace receipts_;
 };
 
-TEST(EtcdFault, KillFollowerThenLeaderLosesNoAcknowledgedPushAndPopsNothingTwice) {
+TEST(EtcdFault, KillFollowerThenLeaderAndPauseLeaderLosesNoAcknowledgedPushAndPopsNothingTwice) {
   if (!testing::EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
   testing::EtcdCluster cluster(3);
   auto db = open(cluster.url("prefix=fault/&timeout_ms=1500&failover_ms=8000"));
@@ -97,6 +98,8 @@ TEST(EtcdFault, KillFollowerThenLeaderLosesNoAcknowledgedPushAndPopsNothingTwice
   std::map<std::string, int> popped;
   std::atomic<long> pushes_after_leader_kill{0};
   std::atomic<bool> leader_killed{false};
+  std::atomic<long> pushes_during_pause{0};
+  std::atomic<bool> paused{false};
   std::vector<std::thread> clients;
   std::vector<std::unique_ptr<FaultClient>> fc;
   for (int c = 0; c < kClients; ++c) fc.push_back(std::make_unique<FaultClient>(db));
@@ -110,6 +113,7 @@ TEST(EtcdFault, KillFollowerThenLeaderLosesNoAcknowledgedPushAndPopsNothingTwice
           acked.insert(value);
         }
         if (leader_killed.load()) pushes_after_leader_kill++;
+        if (paused.load()) pushes_during_pause++;
         if (n % 2 == 1) {
           auto v = fc[c]->pop("c" + std::to_string(c) + "-pop-" + std::to_string(n));
           if (v) {
@@ -138,6 +142,16 @@ TEST(EtcdFault, KillFollowerThenLeaderLosesNoAcknowledgedPushAndPopsNothingTwice
   cluster.restart(leader2);
   cluster.wait_healthy(30s);
   std::this_thread::sleep_for(1s);
+  // Named step: pause the leader for 4 s (the others elect a new one), then let it go on.
+  const int leader3 = cluster.leader();
+  ASSERT_GE(leader3, 0);
+  cluster.pause(leader3);
+  paused = true;
+  std::this_thread::sleep_for(4s);
+  paused = false;
+  cluster.resume(leader3);
+  cluster.wait_healthy(30s);
+  std::this_thread::sleep_for(1s);
   stop = true;
   for (auto& t : clients) t.join();
 
@@ -149,11 +163,13 @@ TEST(EtcdFault, KillFollowerThenLeaderLosesNoAcknowledgedPushAndPopsNothingTwice
   long errors = 0;
   for (auto& f : fc) errors += f->final_errors;
   std::printf(
-      "acked pushes %zu, popped %zu, left %zu, pushes after leader kill %ld, "
-      "connection errors retried %ld\n",
-      acked.size(), popped.size(), left.size(), pushes_after_leader_kill.load(), errors);
+      "acked pushes %zu, popped %zu, left %zu, pushes after leader kill %ld, pushes while a "
+      "member was paused %ld, connection errors retried %ld\n",
+      acked.size(), popped.size(), left.size(), pushes_after_leader_kill.load(),
+      pushes_during_pause.load(), errors);
   EXPECT_GT(acked.size(), 20u);
   EXPECT_GT(pushes_after_leader_kill.load(), 0) << "no progress after the leader was killed";
+  EXPECT_GT(pushes_during_pause.load(), 0) << "no progress while the leader was paused";
   for (const auto& [value, times] : popped) {
     EXPECT_EQ(times, 1) << value << " popped " << times << " times";
     EXPECT_FALSE(left.count(value)) << value << " popped and still queued";

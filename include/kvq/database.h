@@ -271,7 +271,8 @@ class Database : public std::enable_shared_from_this<Database> {
     }
   }
 
-  // The URL this database was opened with.
+  // The URL this database was opened with (from kvq::open: with a password in it shown as
+  // "***", e.g. "etcds://root:***@host:2379").
   const std::string& url() const;
   // A copy of the counters.
   DatabaseStats stats() const;
@@ -291,9 +292,11 @@ class Database : public std::enable_shared_from_this<Database> {
 //   "memory:"                        embedded, in-process, in memory (lost at exit)
 //   "rocksdb:/path/to/dir"           embedded, durable (RocksDB), created if missing
 //   "etcd://host:port[,host:port]"   a real etcd v3 cluster
+//   "etcds://[user:password@]host:port[,host:port]"   the same over TLS, with authentication
 // Options may follow as a query string, e.g. "memory:?mvcc_window_ms=5000" (see docs/engines.md).
 // Throws connection_string_invalid for a malformed URL or unknown scheme, and engine errors
-// (database_in_use, io_error, connection_failed).
+// (database_in_use, io_error, connection_failed, authentication_failed). No error message holds
+// the URL's password.
 std::shared_ptr<Database> open(std::string_view url);
 
 }  // namespace kvq

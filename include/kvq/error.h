@@ -56,6 +56,7 @@ enum class ErrorCode : int {
   kUnsupportedOperation = 2108,     // unsupported_operation: the engine cannot do this
   kUnknownError = 4000,             // unknown_error
   kInternalError = 4100,            // internal_error: a bug in kvq
+  kPermissionDenied = 6000,         // permission_denied: the server refuses this user the data
 
   // kvq's own codes.
   kInvalidTuple = 9001,        // malformed tuple bytes, or a tuple element of the wrong type
@@ -64,6 +65,9 @@ enum class ErrorCode : int {
   kDatabaseFull = 9004,        // the store refuses writes for lack of space (etcd NOSPACE)
   kInvalidArgument = 9005,     // bad argument to a kvq function (e.g. CLI input)
   kCorruption = 9006,          // stored data is not what kvq wrote
+  // The server refused the credentials: wrong user or password, or it requires authentication
+  // and none was given (etcd's Auth). Final: retrying with the same credentials cannot succeed.
+  kAuthenticationFailed = 9007,
 };
 
 // The exception thrown by every kvq function. Copyable, cheap, thread-compatible.

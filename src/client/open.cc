@@ -13,7 +13,7 @@
 // Optional engines declare their factories in these headers:
 //   std::shared_ptr<engine::Engine> engine::open_rocksdb(const std::string& path,
 //                                                        std::map<std::string, std::string> query);
-//   std::shared_ptr<engine::Engine> engine::open_etcd(const std::string& endpoints,
+//   std::shared_ptr<engine::Engine> engine::open_etcd(bool tls, const std::string& endpoints,
 //                                                     std::map<std::string, std::string> query);
 // They are compiled in when CMake's KVQ_WITH_ROCKSDB / KVQ_WITH_ETCD options are on.
 #ifdef KVQ_WITH_ROCKSDB
@@ -28,7 +28,7 @@ namespace kvq {
 namespace {
 
 [[noreturn]] void invalid_url(std::string_view url, const std::string& why) {
-  throw Error(ErrorCode::kConnectionStringInvalid, "'" + std::string(url) + "': " + why);
+  throw Error(ErrorCode::kConnectionStringInvalid, "'" + detail::redact_url(url) + "': " + why);
 }
 
 std::shared_ptr<engine::Engine> open_memory(const detail::ParsedUrl& parsed, std::string_view url) {
@@ -52,11 +52,11 @@ std::shared_ptr<engine::Engine> open_rocksdb(const detail::ParsedUrl& parsed,
 
 std::shared_ptr<engine::Engine> open_etcd(const detail::ParsedUrl& parsed, std::string_view url) {
   if (parsed.body.rfind("//", 0) != 0 || parsed.body.size() == 2) {
-    invalid_url(url, "expected etcd://host:port[,host:port]");
+    invalid_url(url, "expected " + parsed.scheme + "://host:port[,host:port]");
   }
 #ifdef KVQ_WITH_ETCD
-  // engine::open_etcd(endpoints, query), endpoints being "host:port[,host:port]".
-  return engine::open_etcd(parsed.body.substr(2), parsed.query);
+  // engine::open_etcd(tls, endpoints, query), endpoints being "[user:pw@]host:port[,host:port]".
+  return engine::open_etcd(parsed.scheme == "etcds", parsed.body.substr(2), parsed.query);
 #else
   invalid_url(url, "this kvq was built without etcd (KVQ_WITH_ETCD)");
 #endif
@@ -65,9 +65,9 @@ std::shared_ptr<engine::Engine> open_etcd(const detail::ParsedUrl& parsed, std::
 std::shared_ptr<engine::Engine> open_engine(const detail::ParsedUrl& parsed, std::string_view url) {
   if (parsed.scheme == "memory") return open_memory(parsed, url);
   if (parsed.scheme == "rocksdb") return open_rocksdb(parsed, url);
-  if (parsed.scheme == "etcd") return open_etcd(parsed, url);
+  if (parsed.scheme == "etcd" || parsed.scheme == "etcds") return open_etcd(parsed, url);
   invalid_url(url, "unknown scheme '" + parsed.scheme +
-                       "' (expected memory:, rocksdb:/path or etcd://host:port[,host:port])");
+                       "' (expected memory:, rocksdb:/path or etcd[s]://host:port[,host:port])");
 }
 
 }  // namespace
@@ -78,7 +78,8 @@ std::shared_ptr<Database> open(std::string_view url) {
   std::optional<engine::FaultInjectionOptions> faults = engine::take_fault_options(parsed.query);
   std::shared_ptr<engine::Engine> engine = open_engine(parsed, url);
   if (faults) engine = std::make_shared<engine::FaultInjectionEngine>(std::move(engine), *faults);
-  return std::make_shared<Database>(std::move(engine), std::string(url));
+  // Database::url() never holds a password (callers print it).
+  return std::make_shared<Database>(std::move(engine), detail::redact_url(url));
 }
 
 }  // namespace kvq

@@ -56,12 +56,14 @@ constexpr NamedCode kErrorNames[] = {
     {ErrorCode::kUnsupportedOperation, "unsupported_operation"},
     {ErrorCode::kUnknownError, "unknown_error"},
     {ErrorCode::kInternalError, "internal_error"},
+    {ErrorCode::kPermissionDenied, "permission_denied"},
     {ErrorCode::kInvalidTuple, "invalid_tuple"},
     {ErrorCode::kKeyOutsideSubspace, "key_outside_subspace"},
     {ErrorCode::kDatabaseInUse, "database_in_use"},
     {ErrorCode::kDatabaseFull, "database_full"},
     {ErrorCode::kInvalidArgument, "invalid_argument"},
     {ErrorCode::kCorruption, "corruption"},
+    {ErrorCode::kAuthenticationFailed, "authentication_failed"},
 };
 
 }  // namespace

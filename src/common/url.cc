@@ -7,10 +7,47 @@ namespace kvq::detail {
 namespace {
 [[noreturn]] void invalid(std::string_view url, const std::string& why) {
   throw Error(ErrorCode::kConnectionStringInvalid,
-              "'" + std::string(url) + "': " + why +
-                  " (expected memory:, rocksdb:/path or etcd://host:port[,host:port])");
+              "'" + redact_url(url) + "': " + why +
+                  " (expected memory:, rocksdb:/path or etcd[s]://host:port[,host:port])");
+}
+
+int hex_digit(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
 }
 }  // namespace
+
+std::string redact_url(std::string_view url) {
+  const std::size_t slashes = url.find("://");
+  if (slashes == std::string_view::npos) return std::string(url);
+  const std::size_t start = slashes + 3;
+  // The user information ends at the last '@' before the query.
+  const std::size_t at = url.substr(0, url.find('?', start)).rfind('@');
+  if (at == std::string_view::npos || at < start) return std::string(url);
+  const std::size_t colon = url.substr(0, at).find(':', start);
+  if (colon == std::string_view::npos) return std::string(url);
+  return std::string(url.substr(0, colon + 1)) + "***" + std::string(url.substr(at));
+}
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;  // fewer than two characters follow
+    const int high = hex_digit(text[i + 1]);
+    const int low = hex_digit(text[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
 
 ParsedUrl parse_url(std::string_view url) {
   ParsedUrl out;

@@ -3,24 +3,35 @@
 #define KVQ_SRC_OPEN_URL_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace kvq::detail {
 
 struct ParsedUrl {
-  std::string scheme;                        // "memory", "rocksdb", "etcd"
+  std::string scheme;                        // "memory", "rocksdb", "etcd", "etcds"
   std::string body;                          // between "scheme:" and "?" ("/path", "//h:p,h:p")
   std::map<std::string, std::string> query;  // the query parameters, each key at most once
 };
 
 // Splits `url`. Throws connection_string_invalid if there is no "scheme:", the scheme has
 // characters other than [a-z0-9+.-], or the query is malformed (empty key, key without '=',
-// duplicate key).
+// duplicate key). Error messages show the URL as redact_url does.
 ParsedUrl parse_url(std::string_view url);
 
 // Throws connection_string_invalid naming the first key left in `query` (an unknown option).
 void reject_unknown_options(const ParsedUrl& url, const std::map<std::string, std::string>& query);
+
+// `url` with the password of a "scheme://user:password@host..." replaced by "***", for error
+// messages and Database::url(); URLs without a password come back unchanged.
+//   redact_url("etcds://root:pw@h:1?x=1") == "etcds://root:***@h:1?x=1"
+std::string redact_url(std::string_view url);
+
+// Decodes %XX escapes (RFC 3986 percent-encoding; '+' stays '+'). nullopt if a '%' is not
+// followed by two hex digits.
+//   percent_decode("a%40b") == "a@b"
+std::optional<std::string> percent_decode(std::string_view text);
 
 }  // namespace kvq::detail
 

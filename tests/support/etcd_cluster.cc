@@ -23,14 +23,17 @@ extern "C" const char* __tsan_default_options() {
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include "engine/etcd/etcd_engine.h"
+#include "support/subprocess.h"
 
 namespace kvq::testing {
 namespace {
@@ -79,12 +82,35 @@ std::vector<int> free_ports(int n) {
   return ports;
 }
 
+// The contents of `path`; throws std::runtime_error if it cannot be read.
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("etcd_cluster: cannot read " + path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// How the helper reaches members with `tls` (Status needs no authentication).
+engine::etcd::EtcdSecurity probe_security(const std::optional<EtcdClusterTls>& tls) {
+  engine::etcd::EtcdSecurity security;
+  if (!tls) return security;
+  security.tls = true;
+  security.ca_pem = read_text(tls->ca_file);
+  if (tls->client_cert_auth) {
+    security.cert_pem = read_text(tls->client_cert_file);
+    security.key_pem = read_text(tls->client_key_file);
+  }
+  return security;
+}
+
 }  // namespace
 
 bool EtcdCluster::available() { return !etcd_binary().empty(); }
 
-EtcdCluster::EtcdCluster(int members, std::vector<std::string> extra_flags)
-    : extra_flags_(std::move(extra_flags)) {
+EtcdCluster::EtcdCluster(int members, std::vector<std::string> extra_flags,
+                         std::optional<EtcdClusterTls> tls)
+    : extra_flags_(std::move(extra_flags)), tls_(std::move(tls)) {
   if (members < 1) throw std::invalid_argument("etcd_cluster: need at least one member");
   if (!available()) throw std::runtime_error("etcd_cluster: no etcd binary (install etcd-server)");
   std::string templ = (std::filesystem::temp_directory_path() / "kvq-etcd-XXXXXX").string();
@@ -124,8 +150,9 @@ std::string EtcdCluster::endpoint(int i) const {
   return "127.0.0.1:" + std::to_string(members_[i].client_port);
 }
 
-std::string EtcdCluster::url(const std::string& query) const {
-  std::string out = "etcd://";
+std::string EtcdCluster::url(const std::string& query, const std::string& userinfo) const {
+  std::string out = tls_ ? "etcds://" : "etcd://";
+  if (!userinfo.empty()) out += userinfo + "@";
   for (int i = 0; i < size(); ++i) out += (i ? "," : "") + endpoint(i);
   if (!query.empty()) out += "?" + query;
   return out;
@@ -140,9 +167,35 @@ std::string EtcdCluster::initial_cluster() const {
   return out;
 }
 
+std::string EtcdCluster::client_url(int i) const {
+  return (tls_ ? "https://" : "http://") + endpoint(i);
+}
+
+bool EtcdCluster::answers(int i, std::chrono::milliseconds timeout) const {
+  return engine::etcd::probe_member(endpoint(i), timeout, probe_security(tls_)).has_value();
+}
+
+int EtcdCluster::etcdctl(const std::vector<std::string>& args, std::string* output) const {
+  const std::string bin = "/usr/bin/etcdctl";
+  if (access(bin.c_str(), X_OK) != 0) throw std::runtime_error("no etcdctl (install etcd-client)");
+  std::string endpoints;
+  for (int i = 0; i < size(); ++i) endpoints += (i ? "," : "") + client_url(i);
+  std::vector<std::string> argv = {"/usr/bin/env", "ETCDCTL_API=3", bin, "--endpoints=" + endpoints,
+                                   "--dial-timeout=5s"};
+  if (tls_) {
+    argv.push_back("--cacert=" + tls_->ca_file);
+    if (tls_->client_cert_auth) {
+      argv.push_back("--cert=" + tls_->client_cert_file);
+      argv.push_back("--key=" + tls_->client_key_file);
+    }
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv, output);
+}
+
 void EtcdCluster::spawn(int i, bool initial) {
   Member& m = members_[i];
-  const std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+  const std::string client = client_url(i);
   const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
   std::vector<std::string> args = {
       etcd_binary(),
@@ -160,6 +213,15 @@ void EtcdCluster::spawn(int i, bool initial) {
       "--election-timeout=500",
       "--log-level=warn",
       "--logger=zap"};
+  if (tls_) {
+    args.push_back("--cert-file=" + tls_->cert_file);
+    args.push_back("--key-file=" + tls_->key_file);
+    // etcd 3.4 requires client certificates as soon as it has --trusted-ca-file.
+    if (tls_->client_cert_auth) {
+      args.push_back("--trusted-ca-file=" + tls_->ca_file);
+      args.push_back("--client-cert-auth");
+    }
+  }
   for (const std::string& f : extra_flags_) args.push_back(f);
   const std::string log = root_ + "/" + m.name + ".log";
   const pid_t parent = getpid();
@@ -193,12 +255,20 @@ void EtcdCluster::kill(int i) {
   m.pid = 0;
 }
 
+void EtcdCluster::pause(int i) {
+  if (members_[i].pid > 0) ::kill(members_[i].pid, SIGSTOP);
+}
+
+void EtcdCluster::resume(int i) {
+  if (members_[i].pid > 0) ::kill(members_[i].pid, SIGCONT);
+}
+
 void EtcdCluster::restart(int i, std::chrono::milliseconds timeout) {
   if (running(i)) throw std::logic_error("etcd_cluster: member is running");
   spawn(i, /*initial=*/false);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (engine::etcd::probe_member(endpoint(i), std::chrono::milliseconds(500))) return;
+    if (answers(i, std::chrono::milliseconds(500))) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   throw std::runtime_error("etcd_cluster: member " + members_[i].name + " did not come back");
@@ -212,7 +282,8 @@ int EtcdCluster::leader(std::chrono::milliseconds timeout) const {
     bool ok = true;
     for (int i = 0; i < size() && ok; ++i) {
       if (!running(i)) continue;
-      auto st = engine::etcd::probe_member(endpoint(i), std::chrono::milliseconds(500));
+      auto st = engine::etcd::probe_member(endpoint(i), std::chrono::milliseconds(500),
+                                           probe_security(tls_));
       if (!st || st->leader_id == 0) {
         ok = false;
         break;
@@ -234,7 +305,7 @@ void EtcdCluster::wait_healthy(std::chrono::milliseconds timeout) const {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < size(); ++i) {
     if (!running(i)) continue;
-    while (!engine::etcd::probe_member(endpoint(i), std::chrono::milliseconds(500))) {
+    while (!answers(i, std::chrono::milliseconds(500))) {
       int status = 0;
       if (waitpid(members_[i].pid, &status, WNOHANG) == members_[i].pid) {
         throw std::runtime_error("etcd_cluster: etcd exited at start; see " + root_ + "/" +

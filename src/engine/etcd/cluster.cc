@@ -8,9 +8,12 @@ void set_deadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) {
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
-Cluster::Cluster(EtcdOptions options) : options_(std::move(options)), codec_(options_.prefix) {
+Cluster::Cluster(EtcdOptions options)
+    : options_(std::move(options)), codec_(options_.prefix), auth_(options_.security) {
+  const std::shared_ptr<grpc::ChannelCredentials> credentials =
+      channel_credentials(options_.security);
   for (const std::string& address : options_.endpoints) {
-    endpoints_.push_back(std::make_unique<Endpoint>(address));
+    endpoints_.push_back(std::make_unique<Endpoint>(address, credentials));
   }
 }
 
@@ -53,10 +56,11 @@ pb::TxnResponse Cluster::commit_rpc(const pb::TxnRequest& request) {
   for (int attempt = 1;; ++attempt) {
     const std::size_t i = commit_endpoint();
     std::shared_ptr<const Stubs> stubs = endpoints_[i]->stubs();
-    grpc::ClientContext ctx;
-    set_deadline(ctx, options_.rpc_timeout);
     pb::TxnResponse response;
-    grpc::Status s = stubs->kv->Txn(&ctx, request, &response);
+    grpc::Status s = authed(*stubs, [&](grpc::ClientContext& ctx) {
+      response.Clear();
+      return stubs->kv->Txn(&ctx, request, &response);
+    });
     endpoints_[i]->note(stubs, s);
     if (s.ok()) return response;
     if (is_transport_error(s)) move_on(i);
@@ -70,9 +74,10 @@ pb::TxnResponse Cluster::commit_rpc(const pb::TxnRequest& request) {
 grpc::Status Cluster::txn_once(const pb::TxnRequest& request, pb::TxnResponse* response) {
   Endpoint& ep = *endpoints_[preferred()];
   std::shared_ptr<const Stubs> stubs = ep.stubs();
-  grpc::ClientContext ctx;
-  set_deadline(ctx, options_.rpc_timeout);
-  grpc::Status s = stubs->kv->Txn(&ctx, request, response);
+  grpc::Status s = authed(*stubs, [&](grpc::ClientContext& ctx) {
+    response->Clear();
+    return stubs->kv->Txn(&ctx, request, response);
+  });
   ep.note(stubs, s);
   return s;
 }
@@ -83,27 +88,44 @@ grpc::Status Cluster::compact_once(std::int64_t revision) {
   pb::CompactionRequest request;
   request.set_revision(revision);
   pb::CompactionResponse response;
-  grpc::ClientContext ctx;
-  set_deadline(ctx, options_.rpc_timeout);
-  grpc::Status s = stubs->kv->Compact(&ctx, request, &response);
+  grpc::Status s = authed(*stubs, [&](grpc::ClientContext& ctx) {
+    return stubs->kv->Compact(&ctx, request, &response);
+  });
   ep.note(stubs, s);
   return s;
 }
 
-bool Cluster::any_endpoint_answers() {
-  for (int round = 0; round < 2; ++round) {
+grpc::Status Cluster::probe_endpoints() {
+  // Named steps: two rounds that wait for each channel to connect (a short and a full RPC
+  // timeout), then one that fails fast so its status says why nothing answered.
+  grpc::Status last;
+  for (int round = 0; round < 3; ++round) {
     for (const std::unique_ptr<Endpoint>& ep : endpoints_) {
       std::shared_ptr<const Stubs> stubs = ep->stubs();
       grpc::ClientContext ctx;
       set_deadline(ctx, round == 0 ? std::min(options_.rpc_timeout, std::chrono::milliseconds(500))
                                    : options_.rpc_timeout);
-      ctx.set_wait_for_ready(true);
+      ctx.set_wait_for_ready(round < 2);
+      auth_.attach(ctx);
       pb::StatusRequest request;
       pb::StatusResponse response;
-      if (stubs->maintenance->Status(&ctx, request, &response).ok()) return true;
+      last = stubs->maintenance->Status(&ctx, request, &response);
+      if (last.ok()) return last;
     }
   }
-  return false;
+  return last;
+}
+
+void Cluster::authenticate() {
+  if (!auth_.enabled()) return;
+  grpc::Status last;
+  for (std::size_t n = 0, i = preferred(); n < endpoints_.size(); ++n, i = next(i)) {
+    std::shared_ptr<const Stubs> stubs = endpoints_[i]->stubs();
+    last = auth_.renew(*stubs, auth_.generation(), options_.rpc_timeout);
+    if (last.ok()) return;
+    if (!is_transport_error(last)) break;
+  }
+  throw_rpc_error(last, "authenticate as '" + auth_.user() + "'", /*commit=*/false);
 }
 
 void Cluster::saw(std::int64_t revision) {

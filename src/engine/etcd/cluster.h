@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/etcd/auth_token.h"
 #include "engine/etcd/endpoint.h"
 #include "engine/etcd/etcd_options.h"
 #include "engine/etcd/key_codec.h"
@@ -28,7 +29,8 @@ namespace kvq::engine::etcd {
 // Sets `ctx`'s deadline `timeout` from now.
 void set_deadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout);
 
-// The shared state of one engine. Thread-safe.
+// The shared state of one engine. Every RPC it sends carries the auth token (if the URL has a
+// user) and is sent once more after renewing the token if etcd refuses it (authed). Thread-safe.
 class Cluster {
  public:
   using Clock = std::chrono::steady_clock;
@@ -60,9 +62,21 @@ class Cluster {
   // One attempt of a Compact on the preferred endpoint.
   grpc::Status compact_once(std::int64_t revision);
 
-  // True if any endpoint answers a Status call within the RPC timeout (waiting for the channel
-  // to connect, so a channel still in reconnect back-off does not count as down).
-  bool any_endpoint_answers();
+  // OK if any endpoint answers a Status call within the RPC timeout (waiting for the channel to
+  // connect, so a channel still in reconnect back-off does not count as down); else the status
+  // of a last attempt that does not wait (so it says why: refused, TLS handshake, ...).
+  grpc::Status probe_endpoints();
+  // If the URL has a user: gets the first token (Authenticate on the first endpoint that
+  // answers). Throws authentication_failed (wrong user or password), connection_failed.
+  void authenticate();
+
+  // Runs `call(ctx)` with a fresh context (deadline: the RPC timeout; the auth token attached);
+  // if etcd refuses the token, renews it over `stubs` and runs the call once more. Returns the
+  // last status; a renewal that cannot reach the member is UNAVAILABLE "failed to connect ..."
+  // (never_sent: the call was not applied).
+  template <typename Call>
+  grpc::Status authed(const Stubs& stubs, Call&& call);
+  AuthToken& auth() { return auth_; }
 
   // The preferred endpoint now; move_on(i) makes the next one preferred if i still is.
   std::size_t preferred() const { return preferred_.load() % endpoints_.size(); }
@@ -88,6 +102,7 @@ class Cluster {
 
   const EtcdOptions options_;
   const KeyCodec codec_;
+  AuthToken auth_;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::atomic<std::size_t> preferred_{0};
   std::atomic<std::uint64_t> batches_{0};
@@ -101,14 +116,29 @@ grpc::Status Cluster::read_rpc(Call&& call) {
     const std::size_t i = preferred();
     Endpoint& ep = *endpoints_[i];
     std::shared_ptr<const Stubs> stubs = ep.stubs();
-    grpc::ClientContext ctx;
-    set_deadline(ctx, options_.rpc_timeout);
-    grpc::Status s = call(*stubs, ctx);
+    grpc::Status s = authed(*stubs, [&](grpc::ClientContext& ctx) { return call(*stubs, ctx); });
     ep.note(stubs, s);
     if (s.ok() || !is_transport_error(s)) return s;
     move_on(i);
     if (Clock::now() - start >= options_.failover_budget) return s;
     back_off(attempt);
+  }
+}
+
+template <typename Call>
+grpc::Status Cluster::authed(const Stubs& stubs, Call&& call) {
+  for (bool renewed = false;; renewed = true) {
+    grpc::ClientContext ctx;
+    set_deadline(ctx, options_.rpc_timeout);
+    const std::uint64_t generation = auth_.attach(ctx);
+    grpc::Status s = call(ctx);
+    if (renewed || !auth_.enabled() || !token_refused(s)) return s;
+    grpc::Status renewal = auth_.renew(stubs, generation, options_.rpc_timeout);
+    if (is_transport_error(renewal)) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "failed to connect to renew the auth token (" + describe(renewal) + ")");
+    }
+    if (!renewal.ok()) return renewal;
   }
 }
 

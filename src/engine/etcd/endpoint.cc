@@ -6,10 +6,19 @@ namespace kvq::engine::etcd {
 
 namespace pb = ::etcdserverpb;
 
-Endpoint::Endpoint(std::string address)
-    : address_(std::move(address)), current_(connect(address_)) {}
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const EtcdSecurity& security) {
+  if (!security.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = security.ca_pem;  // empty: gRPC's default roots
+  ssl.pem_private_key = security.key_pem;
+  ssl.pem_cert_chain = security.cert_pem;
+  return grpc::SslCredentials(ssl);
+}
 
-std::shared_ptr<const Stubs> Endpoint::connect(const std::string& address) {
+Endpoint::Endpoint(std::string address, std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : address_(std::move(address)), credentials_(std::move(credentials)), current_(connect()) {}
+
+std::shared_ptr<const Stubs> Endpoint::connect() const {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
@@ -21,10 +30,11 @@ std::shared_ptr<const Stubs> Endpoint::connect(const std::string& address) {
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   auto out = std::make_shared<Stubs>();
-  out->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  out->channel = grpc::CreateCustomChannel(address_, credentials_, args);
   out->kv = pb::KV::NewStub(out->channel);
   out->watch = pb::Watch::NewStub(out->channel);
   out->maintenance = pb::Maintenance::NewStub(out->channel);
+  out->auth = pb::Auth::NewStub(out->channel);
   return out;
 }
 
@@ -43,7 +53,7 @@ void Endpoint::note(const std::shared_ptr<const Stubs>& used, const grpc::Status
   }
   if (failures_++ == 0) first_failure_ = now;
   if (failures_ >= kStuckFailures && now - first_failure_ >= kStuckAfter) {
-    current_ = connect(address_);
+    current_ = connect();
     ++channels_made_;
     failures_ = 0;
   }

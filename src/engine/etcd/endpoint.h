@@ -9,7 +9,7 @@
 // with transport errors gets a new channel (its own subchannel pool, so nothing stale is reused).
 //
 // Example:
-//   Endpoint ep("127.0.0.1:23790");
+//   Endpoint ep("127.0.0.1:23790", channel_credentials(options.security));
 //   std::shared_ptr<const Stubs> s = ep.stubs();
 //   grpc::Status status = s->kv->Range(&ctx, request, &response);
 //   ep.note(s, status);
@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 
+#include "engine/etcd/etcd_security.h"
 #include "rpc.grpc.pb.h"
 
 namespace kvq::engine::etcd {
@@ -34,7 +35,12 @@ struct Stubs {
   std::unique_ptr<etcdserverpb::KV::Stub> kv;
   std::unique_ptr<etcdserverpb::Watch::Stub> watch;
   std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+  std::unique_ptr<etcdserverpb::Auth::Stub> auth;
 };
+
+// The channel credentials `security` asks for: TLS with its roots (gRPC's default roots if it
+// names none) and client certificate, or plain text.
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const EtcdSecurity& security);
 
 // One cluster member. Thread-safe.
 class Endpoint {
@@ -44,7 +50,8 @@ class Endpoint {
   // ...the first at least this long ago (so a member that is just restarting is not churned).
   static constexpr std::chrono::milliseconds kStuckAfter{1000};
 
-  explicit Endpoint(std::string address);
+  // Channels to `address` ("host:port") use `credentials` (channel_credentials()).
+  Endpoint(std::string address, std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   const std::string& address() const { return address_; }
   // The current channel and stubs (kept alive by the caller while it uses them).
@@ -59,9 +66,10 @@ class Endpoint {
   std::uint64_t channels_made() const;
 
  private:
-  static std::shared_ptr<const Stubs> connect(const std::string& address);
+  std::shared_ptr<const Stubs> connect() const;
 
   const std::string address_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable std::mutex mu_;
   std::shared_ptr<const Stubs> current_;
   int failures_ = 0;

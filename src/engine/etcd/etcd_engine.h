@@ -39,18 +39,21 @@ struct MemberStatus {
   std::int64_t revision = 0;
 };
 
-// Asks the member at `endpoint` ("host:port") for its status; nullopt if it does not answer within
-// `timeout`. Never throws for network errors. Thread-safe.
+// Asks the member at `endpoint` ("host:port") for its status, over TLS if `security` says so
+// (Status needs no auth token); nullopt if it does not answer within `timeout`. Never throws for
+// network errors. Thread-safe.
 std::optional<MemberStatus> probe_member(const std::string& endpoint,
-                                         std::chrono::milliseconds timeout);
+                                         std::chrono::milliseconds timeout,
+                                         const EtcdSecurity& security = {});
 
 class Cluster;
 class Compactor;
 class Watcher;
 
 // The Engine over an etcd cluster. Construction checks that some endpoint answers (throws
-// connection_failed otherwise; connection_string_invalid for options without endpoints or
-// prefix). Thread-safe.
+// connection_failed otherwise, saying why: refused, TLS handshake, ...; connection_string_invalid
+// for options without endpoints or prefix) and, if the options have a user, authenticates
+// (authentication_failed for a wrong user or password). Thread-safe.
 class EtcdEngine : public Engine {
  public:
   explicit EtcdEngine(EtcdOptions options);
@@ -74,6 +77,9 @@ class EtcdEngine : public Engine {
   const EtcdOptions& options() const;
   // Channels made to member `i` so far (1 + replacements of stuck ones); for tests.
   std::uint64_t channels_made(std::size_t i) const;
+  // Successful Auth.Authenticate calls so far (1 at open with a user, + 1 per renewed token);
+  // for tests.
+  std::uint64_t authentications() const;
 
  private:
   std::shared_ptr<Cluster> cluster_;
@@ -81,16 +87,18 @@ class EtcdEngine : public Engine {
   std::unique_ptr<Compactor> compactor_;
 };
 
-// kvq::open's entry for "etcd://..." URLs. Throws connection_string_invalid, connection_failed.
+// kvq::open's entry for "etcd://..." and "etcds://..." URLs. Throws connection_string_invalid,
+// connection_failed, authentication_failed.
 std::shared_ptr<Engine> open_etcd(std::string_view url);
 
 }  // namespace kvq::engine::etcd
 
 namespace kvq::engine {
 
-// As etcd::open_etcd, from kvq::open's split URL: `body` is "host:port[,host:port...]" (a
-// leading "//" is accepted too) and `query` the options (see etcd::parse_etcd_url).
-std::shared_ptr<Engine> open_etcd(const std::string& body,
+// As etcd::open_etcd, from kvq::open's split URL: `tls` for etcds://, `body` is
+// "[user:password@]host:port[,host:port...]" (a leading "//" is accepted too) and `query` the
+// options (see etcd::parse_etcd_url).
+std::shared_ptr<Engine> open_etcd(bool tls, const std::string& body,
                                   const std::map<std::string, std::string>& query);
 
 }  // namespace kvq::engine

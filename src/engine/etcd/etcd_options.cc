@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "common/url.h"
 #include "kvq/error.h"
 
 namespace kvq::engine::etcd {
@@ -30,26 +31,33 @@ class UrlParser {
   explicit UrlParser(std::string_view url) : url_(url) {}
 
   EtcdOptions parse() {
-    constexpr std::string_view kScheme = "etcd://";
-    if (url_.substr(0, kScheme.size()) != kScheme) throw bad("must start with etcd://");
-    std::string_view rest = url_.substr(kScheme.size());
+    const bool tls = url_.substr(0, 8) == "etcds://";
+    if (!tls && url_.substr(0, 7) != "etcd://") throw bad("must start with etcd:// or etcds://");
+    std::string_view rest = url_.substr(tls ? 8 : 7);
     std::string_view query;
     if (auto q = rest.find('?'); q != std::string_view::npos) {
       query = rest.substr(q + 1);
       rest = rest.substr(0, q);
     }
+    SecurityParser security(tls, [this](const std::string& why) { return bad(why); });
+    if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+      security.userinfo(rest.substr(0, at));
+      rest = rest.substr(at + 1);
+    }
     EtcdOptions options;
     parse_endpoints(rest, options);
-    parse_query(query, options);
+    parse_query(query, options, security);
     check_request_bytes(options);
+    options.security = security.finish();
     return options;
   }
 
  private:
   Error bad(const std::string& why) const {
     return Error(ErrorCode::kConnectionStringInvalid,
-                 "etcd URL '" + std::string(url_) + "': " + why +
-                     " (expected etcd://host:port[,host:port...][?option=value&...])");
+                 "etcd URL '" + detail::redact_url(url_) + "': " + why +
+                     " (expected etcd[s]://[user:password@]host:port[,host:port...]"
+                     "[?option=value&...])");
   }
 
   void parse_endpoints(std::string_view list, EtcdOptions& options) const {
@@ -79,13 +87,15 @@ class UrlParser {
     options.endpoints.emplace_back(ep);
   }
 
-  void parse_query(std::string_view query, EtcdOptions& options) const {
+  void parse_query(std::string_view query, EtcdOptions& options, SecurityParser& security) const {
     while (!query.empty()) {
       const std::size_t amp = query.find('&');
       const std::string_view item = query.substr(0, amp);
       const std::size_t eq = item.find('=');
       if (eq == std::string_view::npos) throw bad("option '" + std::string(item) + "' lacks '='");
-      apply_option(item.substr(0, eq), item.substr(eq + 1), options);
+      if (!security.option(item.substr(0, eq), item.substr(eq + 1))) {
+        apply_option(item.substr(0, eq), item.substr(eq + 1), options);
+      }
       if (amp == std::string_view::npos) return;
       query = query.substr(amp + 1);
     }

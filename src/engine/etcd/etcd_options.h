@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/etcd/etcd_security.h"
 #include "kvq/database.h"
 
 namespace kvq::engine::etcd {
@@ -47,6 +48,9 @@ struct EtcdOptions {
   // staleness), but a read-only transaction talking to a lagging follower may miss a commit made
   // by another process just before it began. Default 0 (off).
   bool fast_first_read = false;
+  // TLS (etcds://, ca_file=, cert_file=, key_file=) and authentication (user:password@,
+  // user=, password_file=, plaintext_auth=); see etcd_security.h.
+  EtcdSecurity security;
 };
 
 // Bytes of a commit request etcd adds around the Txn before it compares the size with
@@ -61,10 +65,13 @@ inline constexpr std::size_t kRaftRequestFraming = 512;
 // most kMaxTransactionSize.
 TransactionLimits transaction_limits(const EtcdOptions& options);
 
-// Parses "etcd://host:port[,host:port...][?prefix=P&timeout_ms=N&failover_ms=N&max_txn_ops=N
-// &max_request_bytes=N&mvcc_window_ms=N&fast_first_read=0|1]". Throws connection_string_invalid
-// for anything malformed (no endpoint, bad port, unknown option, a value out of range, a
-// max_request_bytes too small for max_txn_ops operations).
+// Parses "etcd[s]://[user[:password]@]host:port[,host:port...][?prefix=P&timeout_ms=N
+// &failover_ms=N&max_txn_ops=N&max_request_bytes=N&mvcc_window_ms=N&fast_first_read=0|1
+// &ca_file=F&cert_file=F&key_file=F&user=U&password_file=F&plaintext_auth=0|1]" and reads the
+// files named. Throws connection_string_invalid for anything malformed (no endpoint, bad port,
+// unknown option, a value out of range, a max_request_bytes too small for max_txn_ops operations,
+// a bad combination or unreadable file of the security options); its message never holds the
+// password.
 EtcdOptions parse_etcd_url(std::string_view url);
 
 }  // namespace kvq::engine::etcd

@@ -11,6 +11,35 @@ bool contains(const std::string& text, std::string_view part) {
   return text.find(part) != std::string::npos;
 }
 
+// The kvq::Error for a refusal of etcd's Auth; nullopt for other failures.
+std::optional<Error> auth_refusal(const grpc::Status& s, const std::string& where) {
+  const std::string& m = s.error_message();
+  if (contains(m, "authentication failed")) {
+    return Error(ErrorCode::kAuthenticationFailed,
+                 where + "the cluster refused the user name or password (" + describe(s) + ")");
+  }
+  if (contains(m, "user name is empty")) {
+    return Error(ErrorCode::kAuthenticationFailed,
+                 where +
+                     "the cluster requires authentication: give a user and password "
+                     "(etcds://user:password@host:port, or user= and password_file=) (" +
+                     describe(s) + ")");
+  }
+  if (token_refused(s)) {
+    return Error(
+        ErrorCode::kAuthenticationFailed,
+        where + "the cluster refused the auth token even after renewing it (" + describe(s) + ")");
+  }
+  if (contains(m, "permission denied")) {
+    return Error(ErrorCode::kPermissionDenied,
+                 where +
+                     "the etcd user may not read or write these keys (grant it a role with "
+                     "readwrite permission on the URL's prefix=) (" +
+                     describe(s) + ")");
+  }
+  return std::nullopt;
+}
+
 // The kvq::Error for server-side refusals that do not depend on whether the RPC was a commit;
 // nullopt for other failures.
 std::optional<Error> refusal(const grpc::Status& s, const std::string& where) {
@@ -42,6 +71,7 @@ std::optional<Error> refusal(const grpc::Status& s, const std::string& where) {
                      "server's value with the URL option max_request_bytes=) (" +
                      describe(s) + ")");
   }
+  if (std::optional<Error> e = auth_refusal(s, where)) return e;
   if (contains(m, "duplicate key given in txn request")) {
     return Error(ErrorCode::kInternalError,
                  where + "kvq sent an invalid Txn (" + describe(s) + ")");
@@ -61,6 +91,16 @@ bool never_sent(const grpc::Status& status) {
   const std::string& m = status.error_message();
   return contains(m, "failed to connect") || contains(m, "Connection refused") ||
          contains(m, "connections to all backends failing");
+}
+
+bool token_refused(const grpc::Status& status) {
+  const std::string& m = status.error_message();
+  return contains(m, "invalid auth token") || contains(m, "user name is empty") ||
+         contains(m, "revision of auth store is old");
+}
+
+bool auth_not_enabled(const grpc::Status& status) {
+  return contains(status.error_message(), "authentication is not enabled");
 }
 
 std::string describe(const grpc::Status& status) {

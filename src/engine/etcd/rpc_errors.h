@@ -22,14 +22,25 @@ bool is_transport_error(const grpc::Status& status);
 // may be sent again elsewhere without risk of applying it twice.
 bool never_sent(const grpc::Status& status);
 
+// True if etcd refused the call for its token ("invalid auth token", "user name is empty",
+// "revision of auth store is old"): renewing the token and sending it again may succeed. etcd
+// checks the token before it proposes anything, so a refused commit was not applied.
+bool token_refused(const grpc::Status& status);
+
+// True if Auth.Authenticate failed only because the cluster has authentication off.
+bool auth_not_enabled(const grpc::Status& status);
+
 // "gRPC code N: message", for error messages.
 std::string describe(const grpc::Status& status);
 
 // Throws the kvq::Error for the failed RPC `status` of operation `what` ("commit", "get", ...):
 // transaction_too_old (compacted revision), database_full (NOSPACE), transaction_too_large
-// (--max-txn-ops / --max-request-bytes), commit_unknown_result (transport error while `commit`),
-// connection_failed (other transport errors), internal_error (kvq sent an invalid Txn), else
-// unknown_error. The message names etcd's words and the URL option to change where there is one.
+// (--max-txn-ops / --max-request-bytes), authentication_failed (wrong user or password, no
+// credentials for a cluster that requires them, a token refused after renewal),
+// permission_denied (the user's roles do not cover the keys), commit_unknown_result (transport
+// error while `commit`), connection_failed (other transport errors), internal_error (kvq sent an
+// invalid Txn), else unknown_error. The message names etcd's words and the URL option to change
+// where there is one.
 [[noreturn]] void throw_rpc_error(const grpc::Status& status, std::string_view what, bool commit);
 
 }  // namespace kvq::engine::etcd

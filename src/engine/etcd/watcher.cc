@@ -43,20 +43,32 @@ class Watcher::Run {
   // Opens a stream (failing over for the failover budget) and follows it.
   void watch(detail::WatchState& state) {
     const auto start = Cluster::Clock::now();
+    bool renewed = false;
     for (int attempt = 1;; ++attempt) {
       std::shared_ptr<grpc::ClientContext> ctx = watcher_.next_context(self_);
       if (!ctx) return;  // fired, cancelled or stopping meanwhile
+      const std::uint64_t generation = cluster_.auth().attach(*ctx);
       const std::size_t i = cluster_.preferred();
       std::shared_ptr<const Stubs> stubs = cluster_.endpoint(i).stubs();
       std::unique_ptr<Stream> stream = stubs->watch->Watch(ctx.get());
       pb::WatchResponse first;
+      grpc::Status s;
       if (stream->Write(create_request()) && stream->Read(&first)) {
         cluster_.endpoint(i).note(stubs, grpc::Status::OK);
-        follow(state, *ctx, *stream, std::move(first));
-        return;
+        if (renewed || !refused_for_token(first)) {
+          follow(state, *ctx, *stream, std::move(first));
+          return;
+        }
+        // Named step: the token may have expired; renew it once and open the stream again.
+        renewed = true;
+        ctx->TryCancel();
+        stream->Finish();
+        s = cluster_.auth().renew(*stubs, generation, cluster_.options().rpc_timeout);
+        if (s.ok()) continue;
+      } else {
+        s = stream->Finish();
+        cluster_.endpoint(i).note(stubs, s);
       }
-      const grpc::Status s = stream->Finish();
-      cluster_.endpoint(i).note(stubs, s);
       if (!is_transport_error(s) ||
           Cluster::Clock::now() - start >= cluster_.options().failover_budget) {
         throw Error(ErrorCode::kConnectionFailed,
@@ -65,6 +77,13 @@ class Watcher::Run {
       cluster_.move_on(i);
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100 * attempt, 500)));
     }
+  }
+
+  // True if etcd refused to create the watch in `first` for its auth token (etcd 3.4 cancels
+  // it with the reason "... etcdserver: invalid auth token"): a new token may cure that.
+  bool refused_for_token(const pb::WatchResponse& first) const {
+    return cluster_.auth().enabled() && first.canceled() &&
+           token_refused(grpc::Status(grpc::StatusCode::UNKNOWN, first.cancel_reason()));
   }
 
   pb::WatchRequest create_request() const {
@@ -95,6 +114,11 @@ class Watcher::Run {
   // True if `response` shows the value changed. Throws if the server cancelled the watch.
   bool fires(const pb::WatchResponse& response) {
     if (response.canceled()) {
+      if (response.cancel_reason().find("permission denied") != std::string::npos) {
+        throw Error(
+            ErrorCode::kPermissionDenied,
+            "etcd watch: the etcd user may not read this key (" + response.cancel_reason() + ")");
+      }
       if (response.compact_revision() <= 0) {
         throw Error(ErrorCode::kConnectionFailed,
                     "etcd watch: cancelled by server: " + response.cancel_reason());
