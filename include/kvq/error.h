@@ -64,6 +64,10 @@ enum class ErrorCode : int {
   kDatabaseFull = 9004,        // the store refuses writes for lack of space (etcd NOSPACE)
   kInvalidArgument = 9005,     // bad argument to a kvq function (e.g. CLI input)
   kCorruption = 9006,          // stored data is not what kvq wrote
+  kLeaseLost = 9007,           // the lease of an ack / nack / extend is gone: it ran out and the
+                               // item was moved back (maybe taken again), or it was acked or
+                               // nacked already; nothing was changed
+  kInvalidLeaseToken = 9008,   // a lease token that is malformed or names another queue
 };
 
 // The exception thrown by every kvq function. Copyable, cheap, thread-compatible.
