@@ -45,14 +45,15 @@ void expect_each_effect_once(const std::string& url, int n) {
 }
 
 std::vector<std::string> worker(const std::string& url) {
-  return {testing::worker_path("work_queue_worker"), url, "300", "2"};
+  return {testing::worker_path("work_queue_worker"), url, "300", "5"};
 }
 
 void kill_after(testing::Subprocess& p, std::chrono::milliseconds after) {
   ASSERT_EQ(p.read_line(30s), "ready");
   std::this_thread::sleep_for(after);
   p.kill(SIGKILL);
-  p.wait();
+  const int status = p.wait();
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the worker finished before it was killed: " << status;
 }
 
 #ifdef KVQ_WITH_ROCKSDB
@@ -75,7 +76,7 @@ TEST(WorkQueueCrash, EtcdWorkerKilledWhileOthersRunLosesNothingAndRepeatsNothing
   std::string why;
   const std::string url = testing::fresh_shared_etcd_url("", &why);
   if (url.empty()) GTEST_SKIP() << why;
-  const int n = 150;
+  const int n = 300;
   push_items(url, n);
   testing::Subprocess victim(worker(url));
   std::vector<std::unique_ptr<testing::Subprocess>> others;
