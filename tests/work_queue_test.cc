@@ -118,6 +118,38 @@ TEST_P(WorkQueueTest, AWorkerWhoseLeaseWasTakenAgainIsFencedOut) {
   EXPECT_EQ(q.pop(), std::nullopt);
 }
 
+// The fence is a transaction conflict: of an ack and the move back of the same expired lease, the
+// one that commits second fails with not_committed (and its retry sees the outcome).
+TEST_P(WorkQueueTest, AnAckRacingTheMoveBackOfItsLeaseConflicts) {
+  Queue q = make();
+  q.push("job");
+  auto lease = q.take(30ms);
+  ASSERT_TRUE(lease);
+  std::this_thread::sleep_for(60ms);
+  Transaction ack = db_->create_transaction();
+  q.ack(ack, *lease);         // the fence is still there
+  EXPECT_EQ(q.pop(), "job");  // meanwhile another client moves the lease back and pops it
+  EXPECT_EQ(code_of([&] { ack.commit(); }), ErrorCode::kNotCommitted);
+  EXPECT_EQ(code_of([&] { q.ack(*lease); }), ErrorCode::kLeaseLost);
+  EXPECT_EQ(q.stats().leased, 0);
+}
+
+TEST_P(WorkQueueTest, AMoveBackRacingTheAckOfItsLeaseConflicts) {
+  Queue q = make();
+  q.push("job");
+  auto lease = q.take(30ms);
+  ASSERT_TRUE(lease);
+  std::this_thread::sleep_for(60ms);
+  Transaction pop = db_->create_transaction();
+  EXPECT_EQ(q.pop(pop), "job");  // moves the expired lease back and pops it
+  q.ack(*lease);                 // meanwhile the worker's ack commits
+  EXPECT_EQ(code_of([&] { pop.commit(); }), ErrorCode::kNotCommitted);
+  EXPECT_EQ(q.pop(), std::nullopt) << "an acked item was delivered again";
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_EQ(s.ready, 0);
+}
+
 TEST_P(WorkQueueTest, AnAckAfterTheDeadlineSucceedsUntilTheItemIsMovedBack) {
   Queue q = make();
   q.push("job");
