@@ -14,6 +14,9 @@
 //                       must not happen twice needs an identity chosen outside the retry loop.
 //   retryable_not_committed(): retryable() && !maybe_committed().
 // Everything else (bad input, limits, timeouts, I/O) is final and goes to the caller.
+// lease_lost (work queues, kvq/lease.h) is final too: the lease of an ack / nack / extend is gone,
+// the item is (or will be) another worker's; drop the work, nothing was changed. Inside your own
+// retry loop it can also mean that an earlier attempt of the same transaction committed the ack.
 //
 // Example:
 //   try {
