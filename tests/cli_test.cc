@@ -151,7 +151,31 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue peek extra", 2, "queue peek: unexpected argument 'extra'"},
       {"{db} queue size extra", 2, "queue size: unexpected argument 'extra'"},
       {"{db} queue clear extra", 2, "queue clear: unexpected argument 'extra'"},
+      // queue: work-queue commands
+      {"{db} queue push --delay 5 v", 2, "--delay: Missing mandatory unit"},
+      {"{db} queue push --delay -1s v", 2, "--delay"},
+      {"{db} queue take --vt 0s", 2, "--vt"},
+      {"{db} queue take --vt 30", 2, "--vt: Missing mandatory unit"},
+      {"{db} queue take extra", 2, "queue take: unexpected argument 'extra'"},
+      {"{db} queue ack", 2, "queue ack: token is required"},
+      {"{db} queue ack 'not a token'", 1, "invalid_lease_token (9008): lease token: not base64url"},
+      {"{db} queue ack a b", 2, "queue ack: unexpected argument 'b'"},
+      {"{db} queue ack 'bad!token'", 1, "invalid_lease_token (9008)"},
+      {"{db} queue ack TFVDSw", 1, "invalid_lease_token (9008)"},
+      {"{db} queue nack", 2, "queue nack: token is required"},
+      {"{db} queue nack --delay -1s TFVDSw", 2, "--delay"},
+      {"{db} queue extend TFVDSw --vt 0s", 2, "--vt"},
+      {"{db} queue extend TFVDSw", 1, "invalid_lease_token (9008)"},
+      {"{db} queue stats extra", 2, "queue stats: unexpected argument 'extra'"},
+      {"{db} queue dead-letters --limit 0", 2, "--limit"},
+      {"{db} queue redrive", 2, "queue redrive: n is required"},
+      {"{db} queue redrive -1", 2, "redrive"},
+      {"{db} queue redrive x", 2, "redrive"},
       // pq
+      {"{db} pq take-min extra", 2, "pq take-min: unexpected argument 'extra'"},
+      {"{db} pq take-max --vt -1s", 2, "--vt"},
+      {"{db} pq ack 'bad!token'", 1, "invalid_lease_token (9008)"},
+      {"{db} pq push -p 1 --delay 5 v", 2, "--delay: Missing mandatory unit"},
       {"{db} pq push v", 2, "pq push: --priority is required"},
       {"{db} pq push -p 1", 2, "pq push: value is required"},
       {"{db} pq push -p abc v", 2, "--priority: 'abc' is not an integer"},
@@ -179,7 +203,7 @@ const std::vector<BadCase>& bad_cases() {
       {"bench --clients 0", 2, "--clients"},
       {"bench --kinds queue,stack", 2, "--kinds: stack not in {queue,pq}"},
       {"bench --modes fast", 2, "--modes: fast not in {plain,hc}"},
-      {"bench --ops peek", 2, "--ops: peek not in {push,pop}"},
+      {"bench --ops peek", 2, "--ops: peek not in {push,pop,take}"},
       {"bench --seconds 0", 2, "--seconds"},
       {"bench --seconds soon", 2, "--seconds"},
       {"bench --prefill 0", 2, "--prefill"},
@@ -225,6 +249,47 @@ TEST_F(CliTest, EveryBadCommandLineIsOneLineWithItsExitCodeAndWritesNothing) {
   }
   std::filesystem::remove(big);
   std::filesystem::remove(small);
+}
+
+// take prints a shell-safe token, then the value; ack and nack take the token back; a second ack
+// is lease_lost; stats, dead-letters and redrive print what the library says.
+TEST_F(CliTest, WorkQueueCommandsPassLeaseTokensThroughTheShell) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
+  TestDb db;
+  const std::string q = db.flag() + " queue --name jobs ";
+  ASSERT_EQ(run(q + "push a b").status, 0);
+  ASSERT_EQ(run(q + "push --delay 1m later").status, 0);
+  CliRun take = run(q + "take --vt 30s");
+  ASSERT_EQ(take.status, 0) << take.err;
+  const std::string token = take.out.substr(0, take.out.find('\n'));
+  EXPECT_EQ(take.out.substr(token.size() + 1), "a\n");
+  EXPECT_EQ(
+      token.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+      std::string::npos);
+  const std::string stats = run(q + "stats").out;
+  EXPECT_EQ(stats.substr(0, stats.find("oldest")),
+            "ready 1\ndelayed 1\nleased 1\ndead_letters 0\n");
+  EXPECT_EQ(nlohmann::json::parse(run(q + "stats --json").out)["delayed"], 1);
+  EXPECT_EQ(run(q + "extend " + token + " --vt 1m").status, 0);
+  EXPECT_EQ(run(q + "ack " + token).status, 0);
+  CliRun again = run(q + "ack " + token);
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.err.find("lease_lost (9007)"), std::string::npos) << again.err;
+  CliRun json = run(q + "take --vt 30s --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["value"], "b");
+  EXPECT_EQ(j["attempt"], 1);
+  EXPECT_EQ(run(q + "nack " + j["token"].get<std::string>() + " --reason 'no luck'").status, 0);
+  EXPECT_EQ(run(q + "take --vt 30s --raw").status, 0);
+  EXPECT_EQ(run(q + "take --vt 30s").status, 3) << "the delayed item is not due for a minute";
+  EXPECT_EQ(run(q + "redrive 5").out, "0\n");
+  EXPECT_EQ(run(q + "dead-letters").out, "");
+  CliRun pq = run(db.flag() + " pq push -p 3 x");
+  ASSERT_EQ(pq.status, 0);
+  CliRun pt = run(db.flag() + " pq take-max --vt 1s");
+  ASSERT_EQ(pt.status, 0) << pt.err;
+  EXPECT_EQ(run(db.flag() + " pq ack " + pt.out.substr(0, pt.out.find('\n'))).status, 0);
 }
 
 TEST_F(CliTest, KvqErrorsNameTheErrorOnce) {

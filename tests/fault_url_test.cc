@@ -11,24 +11,12 @@
 
 #include "kvq/kvq.h"
 #include "support/engines.h"
-#include "support/etcd_cluster.h"
+#include "support/fault_urls.h"
 
 namespace kvq {
 namespace {
 
-// The URLs of one fresh database per engine built here, each with the fault `query` appended.
-std::vector<std::string> faulty_urls(const std::string& query) {
-  std::vector<std::string> urls = {"memory:?" + query};
-#ifdef KVQ_WITH_ROCKSDB
-  urls.push_back("rocksdb:" + testing::fresh_temp_dir("kvq-fault-url") + "/db?" + query);
-#endif
-#ifdef KVQ_WITH_ETCD
-  std::string why;
-  std::string etcd = testing::fresh_shared_etcd_url(query, &why);
-  if (!etcd.empty()) urls.push_back(etcd);
-#endif
-  return urls;
-}
+using testing::faulty_urls;
 
 TEST(FaultUrl, MalformedValuesThrowConnectionStringInvalidAndOpenNothing) {
   const std::vector<std::string> bad = {"unknown_result_rate=1.5",

@@ -14,6 +14,9 @@
 //                       must not happen twice needs an identity chosen outside the retry loop.
 //   retryable_not_committed(): retryable() && !maybe_committed().
 // Everything else (bad input, limits, timeouts, I/O) is final and goes to the caller.
+// lease_lost (work queues, kvq/lease.h) is final too: the lease of an ack / nack / extend is gone,
+// the item is (or will be) another worker's; drop the work, nothing was changed. Inside your own
+// retry loop it can also mean that an earlier attempt of the same transaction committed the ack.
 //
 // Example:
 //   try {
@@ -65,9 +68,13 @@ enum class ErrorCode : int {
   kDatabaseFull = 9004,        // the store refuses writes for lack of space (etcd NOSPACE)
   kInvalidArgument = 9005,     // bad argument to a kvq function (e.g. CLI input)
   kCorruption = 9006,          // stored data is not what kvq wrote
+  kLeaseLost = 9007,           // the lease of an ack / nack / extend is gone: it ran out and the
+                               // item was moved back (maybe taken again), or it was acked or
+                               // nacked already; nothing was changed
+  kInvalidLeaseToken = 9008,   // a lease token that is malformed or names another queue
   // The server refused the credentials: wrong user or password, or it requires authentication
   // and none was given (etcd's Auth). Final: retrying with the same credentials cannot succeed.
-  kAuthenticationFailed = 9007,
+  kAuthenticationFailed = 9009,
 };
 
 // The exception thrown by every kvq function. Copyable, cheap, thread-compatible.

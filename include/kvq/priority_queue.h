@@ -24,8 +24,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvq/database.h"
+#include "kvq/lease.h"
 #include "kvq/queue.h"
 #include "kvq/subspace.h"
 
@@ -79,6 +81,35 @@ class PriorityQueue {
 
   const Subspace& subspace() const;
   const PriorityQueueOptions& options() const { return options_; }
+
+  // ---- work queues (kvq/lease.h; docs/queues.md, "Work queues"): as Queue's ----
+  // A delayed item goes to its priority when due (due items are ordered by priority as any other).
+  void push(std::string_view value, std::int64_t priority, const PushOptions& options);
+  void push(Transaction& tr, std::string_view value, std::int64_t priority,
+            const PushOptions& options);
+  // Take the item pop_min / pop_max would return under a lease (Queue::take; Lease::priority is
+  // its priority). An expired lease's item comes back at its own key: its place in its priority.
+  std::optional<Lease> take_min(std::chrono::milliseconds visibility_timeout);
+  std::optional<Lease> take_min(Transaction& tr, std::chrono::milliseconds visibility_timeout);
+  std::optional<Lease> take_max(std::chrono::milliseconds visibility_timeout);
+  std::optional<Lease> take_max(Transaction& tr, std::chrono::milliseconds visibility_timeout);
+  // As Queue::ack / nack / extend (a nack with a delay puts the item back at its priority).
+  void ack(const Lease& lease);
+  void ack(Transaction& tr, const Lease& lease);
+  void nack(const Lease& lease, std::chrono::milliseconds delay = {}, std::string_view reason = {});
+  void nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay = {},
+            std::string_view reason = {});
+  WallClock::time_point extend(const Lease& lease, std::chrono::milliseconds visibility_timeout);
+  WallClock::time_point extend(Transaction& tr, const Lease& lease,
+                               std::chrono::milliseconds visibility_timeout);
+  // The dead letters: a Queue (FIFO in the order they died), each remembering its priority, where
+  // redrive() puts it back.
+  Queue dead_letters() const;
+  std::vector<DeadLetter> peek_dead_letters(int limit);
+  std::int64_t redrive(std::int64_t n);
+  // As Queue::stats; oldest_ready_age is the age of the item take_min would return.
+  QueueStats stats();
+  QueueStats stats(Transaction& tr);
 
  private:
   PriorityQueueOptions options_;

@@ -27,8 +27,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvq/database.h"
+#include "kvq/lease.h"
 #include "kvq/subspace.h"
 
 namespace kvq {
@@ -70,6 +72,10 @@ struct QueueOptions {
   // markers older than this (of processes that died) are swept by later operations. A retry loop
   // lasting longer than this is no longer protected. Default: 10 min.
   std::chrono::milliseconds marker_ttl{600'000};
+  // Work queues (kvq/lease.h): an item whose next delivery would be its (max_attempts + 1)th goes,
+  // in the same transaction, to dead_letters() instead: when a lease of its max_attempts-th
+  // delivery runs out or is nacked. 0 = unlimited; < 0 is invalid_option_value. Default: 0.
+  int max_attempts = 0;
 };
 
 class Queue {
@@ -120,6 +126,58 @@ class Queue {
 
   const Subspace& subspace() const;
   const QueueOptions& options() const { return options_; }
+
+  // ---- work queues (kvq/lease.h; docs/queues.md, "Work queues") ----
+  // Clock: lease deadlines and due times are this client's wall clock (kvq::WallClock). Expired
+  // leases and due delayed items are moved back by the next pops, takes and peeks (up to 8 per
+  // operation), so they need no reaper process. size() counts ready items only; stats() the rest.
+
+  // Appends `value` invisible to pop, take and peek until options.delay has passed and
+  // options.not_before is reached (due now: as push(value)); a delayed item goes to the back when
+  // it comes due. Idempotent under commit_unknown_result. Throws invalid_option_value for a
+  // negative delay, value_too_large, and engine errors.
+  void push(std::string_view value, const PushOptions& options);
+  void push(Transaction& tr, std::string_view value, const PushOptions& options);
+
+  // Takes the front item under a lease of `visibility_timeout` (> 0): it stays stored, invisible to
+  // pop, take and peek, until acked (removed), nacked (back) or the lease runs out (back at its
+  // place with attempt + 1). nullopt if no item is ready. Same order as pop(); takes do not use
+  // high-contention staging (conflicting takes retry). Idempotent under commit_unknown_result.
+  // Throws invalid_option_value for visibility_timeout <= 0, and engine errors.
+  std::optional<Lease> take(std::chrono::milliseconds visibility_timeout);
+  std::optional<Lease> take(Transaction& tr, std::chrono::milliseconds visibility_timeout);
+  // Removes the leased item. Allowed while the lease's fence exists: until the deadline, and after
+  // it until a pop or take moves the item back (SQS-like). Throws lease_lost (nothing changed) once
+  // the item was moved back (maybe taken again), acked or nacked; invalid_lease_token for a
+  // malformed token or one of another queue. ack(lease) is idempotent under
+  // commit_unknown_result (a marker); ack(tr, lease) is the caller's: a retry of a transaction
+  // that did commit throws lease_lost, so check your own write in the same transaction to tell.
+  void ack(const Lease& lease);
+  void ack(Transaction& tr, const Lease& lease);
+  // Gives the item back: at its place in line (delay 0) or, after `delay`, at the back. Counts as a
+  // delivery: past max_attempts the item goes to dead_letters() with `reason`. Throws as ack, and
+  // invalid_option_value for a negative delay.
+  void nack(const Lease& lease, std::chrono::milliseconds delay = {}, std::string_view reason = {});
+  void nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay = {},
+            std::string_view reason = {});
+  // Renews the lease: it now runs out `visibility_timeout` (> 0) from now; returns the new
+  // deadline (the token stays valid). Throws as ack, and invalid_option_value for <= 0.
+  WallClock::time_point extend(const Lease& lease, std::chrono::milliseconds visibility_timeout);
+  WallClock::time_point extend(Transaction& tr, const Lease& lease,
+                               std::chrono::milliseconds visibility_timeout);
+
+  // The dead-letter queue: a Queue under subspace + ("kvq", "dead"), of the values that used up
+  // max_attempts (pop, take, size, clear work on it as on any Queue).
+  Queue dead_letters() const;
+  // Up to `limit` dead letters from its front with their history, without removing them.
+  std::vector<DeadLetter> peek_dead_letters(int limit);
+  // Moves up to `n` (>= 0) dead letters back to the back of this queue, attempts reset, in
+  // transactions of up to 32; returns how many moved. Idempotent under commit_unknown_result.
+  std::int64_t redrive(std::int64_t n);
+  // Ready, delayed, leased and dead-letter counts (O(1), counters kept in the same transactions)
+  // and the age of the front item. Snapshot reads: conflicts with nothing.
+  QueueStats stats();
+  QueueStats stats(Transaction& tr);
 
  private:
   QueueOptions options_;

@@ -63,6 +63,8 @@ constexpr NamedCode kErrorNames[] = {
     {ErrorCode::kDatabaseFull, "database_full"},
     {ErrorCode::kInvalidArgument, "invalid_argument"},
     {ErrorCode::kCorruption, "corruption"},
+    {ErrorCode::kLeaseLost, "lease_lost"},
+    {ErrorCode::kInvalidLeaseToken, "invalid_lease_token"},
     {ErrorCode::kAuthenticationFailed, "authentication_failed"},
 };
 

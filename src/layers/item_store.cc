@@ -6,12 +6,11 @@
 #include "common/random.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
-#include "layers/contention/run_once.h"
+#include "layers/item_keys.h"
+#include "layers/marked_run.h"
 
 namespace kvq::detail {
 namespace {
-
-constexpr std::size_t kRandomSize = 20;  // as the recipes' os.urandom(20)
 
 const QueueOptions& validated(const QueueOptions& o) {
   if (o.contention.batch_size < 1) {
@@ -23,11 +22,6 @@ const QueueOptions& validated(const QueueOptions& o) {
                 "queue: lease, request_ttl and marker_ttl must be > 0, pop_timeout >= 0");
   }
   return o;
-}
-
-// Integer tuple elements have type codes 0x0c..0x1c; control keys start with a string (0x02).
-contention::ItemRange item_range(const Subspace& subspace, const Subspace& control) {
-  return {subspace.key() + '\x0c', subspace.key() + '\x1d', control.pack(Tuple().append("size"))};
 }
 
 std::shared_ptr<Database> non_null(std::shared_ptr<Database> db) {
@@ -44,64 +38,37 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptio
       control_(subspace_.subspace(Tuple().append("kvq"))),
       options_(validated(options)),
       prioritized_(prioritized),
-      items_(item_range(subspace_, control_)),
-      markers_(db_, control_, options_.marker_ttl) {
+      items_(item_range_of(subspace_)),
+      markers_(db_, control_, options_.marker_ttl),
+      work_(db_, subspace_, options_, prioritized) {
   if (options_.high_contention) {
     staged_ = std::make_unique<contention::StagedPops>(db_, control_, items_, options_.contention);
   }
 }
 
-// body(tr) in contention::run_once, with an idempotency marker as the identity.
+// body(tr) with an idempotency marker as the identity (marked_run.h).
 template <typename Body>
 auto ItemStore::run_marked(Body&& body, const TransactionOptions& options) {
-  const std::string marker = markers_.make();
-  std::vector<std::string> cleared;
-  auto result = contention::run_once(
-      *db_,
-      [&](Transaction& tr) {
-        auto r = body(tr);
-        cleared = markers_.write(tr, marker);
-        return r;
-      },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); }, options, resolve_window());
-  markers_.finished(marker, cleared);
-  return result;
-}
-
-// How long a marked operation that gave up after commit_unknown_result keeps asking whether that
-// attempt took effect: half the markers' lifetime (they are the evidence), at most 30 s.
-std::chrono::milliseconds ItemStore::resolve_window() const {
-  return std::min(options_.marker_ttl / 2, std::chrono::milliseconds(30'000));
+  return detail::run_marked(*db_, markers_, std::forward<Body>(body), options);
 }
 
 // ---- push ----------------------------------------------------------------------------------
 
 std::string ItemStore::item_key(Transaction& tr, std::int64_t priority, const std::string& random) {
-  if (!prioritized_) {
-    // The recipe's last_index: a snapshot read of the last item, so pushes never conflict.
-    auto last =
-        tr.get_range(items_.begin, items_.end, {.limit = 1, .reverse = true, .snapshot = true});
-    std::int64_t index = last.empty() ? 0 : subspace_.unpack(last[0].key).get_int(0);
-    if (index == INT64_MAX) throw Error(ErrorCode::kInternalError, "queue: index overflow");
-    return subspace_.pack(Tuple().append(index + 1).append(Bytes(random)));
-  }
-  KeyRange r = subspace_.range(Tuple().append(priority));
-  auto last = tr.get_range(r.begin, r.end, {.limit = 1, .reverse = true, .snapshot = true});
-  std::int64_t count = last.empty() ? 0 : subspace_.unpack(last[0].key).get_int(1) + 1;
-  return subspace_.pack(Tuple().append(priority).append(count).append(Bytes(random)));
+  return fresh_item_key(tr, subspace_, items_, prioritized_, priority, random);
 }
 
 void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t priority) {
   if (value.size() > kMaxValueSize) {
     throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
   }
-  tr.set(item_key(tr, priority, common::random_bytes(kRandomSize)), value);
+  tr.set(item_key(tr, priority, new_item_random()), value);
   tr.atomic_add(items_.size_key, std::int64_t{1});
 }
 
 void ItemStore::push(std::string_view value, std::int64_t priority) {
   // The item's random part is chosen once, outside the retry loop, with the marker.
-  const std::string random = common::random_bytes(kRandomSize);
+  const std::string random = new_item_random();
   if (value.size() > kMaxValueSize) {
     throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
   }
@@ -122,6 +89,7 @@ std::optional<KeyValue> ItemStore::end_item(Transaction& tr, Side side, bool sna
 }
 
 std::optional<std::string> ItemStore::pop_plain(Transaction& tr, Side side) {
+  work_.release_due(tr);  // expired leases and due delayed items first (work_items.h)
   auto kv = end_item(tr, side, false);
   if (!kv) return std::nullopt;
   tr.clear(kv->key);
@@ -130,6 +98,7 @@ std::optional<std::string> ItemStore::pop_plain(Transaction& tr, Side side) {
 }
 
 std::optional<std::string> ItemStore::peek(Transaction& tr, Side side) {
+  work_.release_due(tr);
   auto kv = end_item(tr, side, false);
   if (!kv) return std::nullopt;
   return std::move(kv->value);
@@ -144,6 +113,7 @@ void ItemStore::clear(Transaction& tr) {
   tr.clear_range(items_.begin, items_.end);
   if (staged_) staged_->serve_all(tr);  // waiting pops get "empty"
   tr.set(items_.size_key, common::encode_le64(0));
+  work_.clear(tr);
 }
 
 std::optional<std::string> ItemStore::pop(Transaction& tr, Side side) {
@@ -200,7 +170,7 @@ ItemStore::Fast ItemStore::pop_fast(Side side) {
         cleared = markers_.write(tr, marker);
         return f;
       },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, resolve_window());
+      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, markers_.resolve_window());
   if (!fast.staged) markers_.finished(marker, cleared);
   return fast;
 }

@@ -20,6 +20,7 @@
 #include "layers/contention/staged_pop.h"
 #include "layers/contention/stats.h"
 #include "layers/markers.h"
+#include "layers/work_items.h"
 
 namespace kvq::detail {
 
@@ -51,6 +52,9 @@ class ItemStore {
   // Finished idempotency markers this object still has in the store (for tests).
   std::size_t pending_markers() const { return markers_.pending(); }
 
+  // ---- work queues (kvq/lease.h): leases, delayed items, dead letters ----
+  WorkItems& work() { return work_; }
+
  private:
   struct Fast {
     bool staged = false;  // the pop must queue up behind others
@@ -58,7 +62,6 @@ class ItemStore {
   };
   template <typename Body>
   auto run_marked(Body&& body, const TransactionOptions& options = {});
-  std::chrono::milliseconds resolve_window() const;
   std::string item_key(Transaction& tr, std::int64_t priority, const std::string& random);
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
   std::optional<std::string> pop_plain(Transaction& tr, Side side);
@@ -73,6 +76,7 @@ class ItemStore {
   contention::ItemRange items_;
   Markers markers_;
   std::unique_ptr<contention::StagedPops> staged_;  // high-contention mode only
+  WorkItems work_;  // releases due timers at the start of every pop and peek
 };
 
 }  // namespace kvq::detail

@@ -11,6 +11,7 @@
 #ifndef KVQ_SRC_LAYERS_MARKERS_H_
 #define KVQ_SRC_LAYERS_MARKERS_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -42,6 +43,11 @@ class Markers {
   void finished(const std::string& marker, const std::vector<std::string>& cleared);
   // How many finished markers this object still has in the store (for tests).
   std::size_t pending() const;
+  // How long an operation that gave up after commit_unknown_result may keep asking whether its
+  // marker is there (contention::run_once's resolve_for): half the markers' lifetime, at most 30 s.
+  std::chrono::milliseconds resolve_window() const {
+    return std::min(ttl_ / 2, std::chrono::milliseconds(30'000));
+  }
 
  private:
   std::shared_ptr<Database> db_;

@@ -123,7 +123,10 @@ struct Run {
   bool drained = false;  // a pop found the queue empty (the prefill ran out)
 };
 
-// One operation of client `c`'s `n`th iteration; false if a pop found the queue empty.
+// The visibility timeout of `take` measurements: longer than any measurement.
+constexpr std::chrono::milliseconds kBenchVt{600'000};
+
+// One operation of client `c`'s `n`th iteration; false if a pop or take found the queue empty.
 bool one_op(Target& t, const std::string& op, int c, std::uint64_t n, std::mt19937& gen,
             const std::string& value) {
   if (op == "push") {
@@ -134,8 +137,18 @@ bool one_op(Target& t, const std::string& op, int c, std::uint64_t n, std::mt199
     }
     return true;
   }
-  if (!t.is_pq) return t.q.pop().has_value();
   const bool max = (n + static_cast<std::uint64_t>(c)) % 2 != 0;
+  if (op == "take" && !t.is_pq) {  // take + ack: the work-queue round trip (two transactions)
+    auto lease = t.q.take(kBenchVt);
+    if (lease) t.q.ack(*lease);
+    return lease.has_value();
+  }
+  if (op == "take") {
+    auto lease = max ? t.pq.take_max(kBenchVt) : t.pq.take_min(kBenchVt);
+    if (lease) t.pq.ack(*lease);
+    return lease.has_value();
+  }
+  if (!t.is_pq) return t.q.pop().has_value();
   return (max ? t.pq.pop_max() : t.pq.pop_min()).has_value();
 }
 
@@ -202,7 +215,7 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
             const std::string& op, int clients, int seq) {
   auto db = kvq::open(o.url);
   Target t(db, o, kind, mode, seq);
-  if (op == "pop") prefill(*db, t, o.prefill);
+  if (op != "push") prefill(*db, t, o.prefill);
   const DatabaseStats before = db->stats();
   const ContentionSnapshot c0;
   Run run = run_clients(o, t, op, clients);
@@ -213,10 +226,9 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
   r.op = op;
   r.clients = clients;
   fill_rates(r, run, before, db->stats(), c0, c1);
-  if (run.drained && op == "pop") {
-    std::fprintf(stderr,
-                 "kvq bench: note: %s %s pop at %d clients drained the %d prefilled items\n",
-                 kind.c_str(), mode.c_str(), clients, o.prefill);
+  if (run.drained && op != "push") {
+    std::fprintf(stderr, "kvq bench: note: %s %s %s at %d clients drained the %d prefilled items\n",
+                 kind.c_str(), mode.c_str(), op.c_str(), clients, o.prefill);
   }
   return r;
 }
@@ -309,9 +321,9 @@ void add_bench_command(CLI::App& app, Context& ctx) {
       ->delimiter(',')
       ->check(CLI::IsMember({"plain", "hc"}))
       ->capture_default_str();
-  bench->add_option("--ops", o->ops, "comma-separated: push,pop")
+  bench->add_option("--ops", o->ops, "comma-separated: push,pop,take (take = take + ack)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"push", "pop"}))
+      ->check(CLI::IsMember({"push", "pop", "take"}))
       ->capture_default_str();
   bench->add_option("--prefill", o->prefill, "items pushed before each pop measurement")
       ->check(CLI::Range(1, 100000000))

@@ -15,6 +15,7 @@ struct PqArgs {
   std::int64_t priority = 0;
   bool raw = false;
   std::int64_t timeout_ms = 0;
+  std::int64_t delay_ms = 0;
 };
 
 PriorityQueue open_pq(const Context& ctx, const PqArgs& args) {
@@ -27,9 +28,14 @@ void add_push(CLI::App* pq, Context& ctx, std::shared_ptr<PqArgs> args) {
   auto* push = pq->add_subcommand("push", "insert VALUE with --priority P");
   push->add_option("--priority,-p", args->priority, "priority (int64)")->check(Int64())->required();
   push->add_option("value", args->value, "value to push; '-' reads it from stdin")->required();
+  push->add_option("--delay", args->delay_ms, "invisible for this long: 500ms, 10s, 1m")
+      ->transform(DurationMs())
+      ->check(CLI::NonNegativeNumber);
   set_action(push, ctx, [&ctx, args] {
     std::vector<std::string> values = read_values({args->value}, stdin, "pq push");
-    open_pq(ctx, *args).push(values.front(), args->priority);  // idempotent under retries
+    PushOptions options;
+    options.delay = std::chrono::milliseconds(args->delay_ms);
+    open_pq(ctx, *args).push(values.front(), args->priority, options);  // idempotent
     return kExitOk;
   });
 }
@@ -92,6 +98,7 @@ void add_pq_commands(CLI::App& app, Context& ctx) {
   add_peek(pq, ctx, args, /*max=*/false);
   add_peek(pq, ctx, args, /*max=*/true);
   add_size_and_clear(pq, ctx, args);
+  add_pq_work_commands(pq, ctx, [&ctx, args] { return open_pq(ctx, *args); });
 }
 
 }  // namespace kvq::cli

@@ -14,6 +14,7 @@ struct QueueArgs {
   std::vector<std::string> values;
   bool raw = false;
   std::int64_t timeout_ms = 0;
+  std::int64_t delay_ms = 0;
 };
 
 Queue open_queue(const Context& ctx, const QueueArgs& args) {
@@ -27,10 +28,15 @@ void add_push(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> args) {
       "push", "append each VALUE at the back, in order (each push its own transaction)");
   push->add_option("value", args->values, "values to push; '-' reads one value from stdin")
       ->required();
+  push->add_option("--delay", args->delay_ms, "invisible for this long: 500ms, 10s, 1m")
+      ->transform(DurationMs())
+      ->check(CLI::NonNegativeNumber);
   set_action(push, ctx, [&ctx, args] {
     std::vector<std::string> values = read_values(args->values, stdin, "queue push");
     Queue q = open_queue(ctx, *args);
-    push_values(q, values, "queue push");
+    PushOptions options;
+    options.delay = std::chrono::milliseconds(args->delay_ms);
+    push_values(q, values, "queue push", options);
     return kExitOk;
   });
 }
@@ -69,10 +75,11 @@ void add_size_and_clear(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs
 
 }  // namespace
 
-void push_values(Queue& queue, const std::vector<std::string>& values, const std::string& command) {
+void push_values(Queue& queue, const std::vector<std::string>& values, const std::string& command,
+                 const PushOptions& options) {
   for (std::size_t i = 0; i < values.size(); ++i) {
     try {
-      queue.push(values[i]);
+      queue.push(values[i], options);
     } catch (const Error& e) {
       if (i == 0) throw;
       throw CliError(kExitError, command + ": " + std::to_string(i) + " of " +
@@ -89,6 +96,7 @@ void add_queue_commands(CLI::App& app, Context& ctx) {
   add_push(queue, ctx, args);
   add_pop_and_peek(queue, ctx, args);
   add_size_and_clear(queue, ctx, args);
+  add_queue_work_commands(queue, ctx, [&ctx, args] { return open_queue(ctx, *args); });
 }
 
 }  // namespace kvq::cli

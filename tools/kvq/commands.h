@@ -5,6 +5,7 @@
 #define KVQ_TOOLS_KVQ_COMMANDS_H_
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,11 @@ namespace kvq::cli {
 void add_queue_commands(CLI::App& app, Context& ctx);
 // `kvq pq push|pop-min|pop-max|peek-min|peek-max|size|clear` (cmd_pq.cc).
 void add_pq_commands(CLI::App& app, Context& ctx);
+// The work-queue subcommands (cmd_work.cc) of `kvq queue` (take, ack, nack, extend, stats,
+// dead-letters, redrive) and of `kvq pq` (take-min, take-max and the same), on the queue `open`
+// opens.
+void add_queue_work_commands(CLI::App* queue, Context& ctx, std::function<Queue()> open);
+void add_pq_work_commands(CLI::App* pq, Context& ctx, std::function<PriorityQueue()> open);
 // `kvq dump` (cmd_dump.cc).
 void add_dump_command(CLI::App& app, Context& ctx);
 // `kvq demo` (cmd_demo.cc).
@@ -27,8 +33,10 @@ void add_bench_command(CLI::App& app, Context& ctx);
 // Pushes `values` onto `queue` in order, each with the layer's idempotent Queue::push(value) (its
 // own transaction and retry loop, never inserted twice after commit_unknown_result), so values
 // come out in this order. On a kvq::Error throws CliError(kExitError) saying how many values were
-// pushed before it; `command` names the command in that message.
-void push_values(Queue& queue, const std::vector<std::string>& values, const std::string& command);
+// pushed before it; `command` names the command in that message. `options` (a delay) applies to
+// each push.
+void push_values(Queue& queue, const std::vector<std::string>& values, const std::string& command,
+                 const PushOptions& options = {});
 
 struct DemoOptions {
   std::string url = "memory:";

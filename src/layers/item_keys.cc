@@ -1,0 +1,100 @@
+#include "layers/item_keys.h"
+
+#include <chrono>
+#include <climits>
+#include <variant>
+
+#include "common/bytes.h"
+#include "common/random.h"
+#include "kvq/error.h"
+#include "kvq/tuple.h"
+
+namespace kvq::detail {
+namespace {
+
+constexpr std::size_t kRandomSize = 20;  // as the recipes' os.urandom(20)
+constexpr std::size_t kTimeSize = 8;
+constexpr std::int64_t kYear2020Us = 1'577'836'800'000'000;
+
+Tuple unpack_item(const Subspace& subspace, std::string_view key, std::size_t min_size) {
+  try {
+    Tuple t = subspace.unpack(key);
+    if (t.size() >= min_size) return t;
+  } catch (const Error&) {
+    // reported below
+  }
+  throw Error(ErrorCode::kCorruption, "queue: not an item key");
+}
+
+}  // namespace
+
+contention::ItemRange item_range_of(const Subspace& subspace) {
+  const Subspace control = subspace.subspace(Tuple().append("kvq"));
+  return {subspace.key() + '\x0c', subspace.key() + '\x1d', control.pack(Tuple().append("size"))};
+}
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string new_item_random() {
+  return common::encode_be64(static_cast<std::uint64_t>(now_us())) +
+         common::random_bytes(kRandomSize - kTimeSize);
+}
+
+std::optional<std::int64_t> item_pushed_us(std::string_view random) {
+  if (random.size() != kRandomSize) return std::nullopt;
+  const auto us = static_cast<std::int64_t>(common::decode_be64(random));
+  if (us < kYear2020Us || us > now_us() + 3'600'000'000) return std::nullopt;
+  return us;
+}
+
+std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
+                           const contention::ItemRange& items, bool prioritized,
+                           std::int64_t priority, std::string_view random) {
+  if (!prioritized) {
+    // The recipe's last_index: a snapshot read of the last item, so pushes never conflict.
+    auto last =
+        tr.get_range(items.begin, items.end, {.limit = 1, .reverse = true, .snapshot = true});
+    std::int64_t index = last.empty() ? 0 : subspace.unpack(last[0].key).get_int(0);
+    if (index == INT64_MAX) throw Error(ErrorCode::kInternalError, "queue: index overflow");
+    return subspace.pack(Tuple().append(index + 1).append(Bytes(random)));
+  }
+  KeyRange r = subspace.range(Tuple().append(priority));
+  auto last = tr.get_range(r.begin, r.end, {.limit = 1, .reverse = true, .snapshot = true});
+  std::int64_t count = last.empty() ? 0 : subspace.unpack(last[0].key).get_int(1) + 1;
+  return subspace.pack(Tuple().append(priority).append(count).append(Bytes(random)));
+}
+
+ItemKey parse_item_key(const Subspace& subspace, std::string_view key, bool prioritized) {
+  const std::size_t n = prioritized ? 3 : 2;
+  const Tuple t = unpack_item(subspace, key, n);
+  ItemKey out;
+  try {
+    Tuple base = Tuple().append(t.get_int(0));
+    if (prioritized) {
+      out.priority = t.get_int(0);
+      base.append(t.get_int(1));
+    }
+    out.random = t.get_bytes(n - 1).data;
+    base.append(Bytes(out.random));
+    out.base = base.pack();
+    if (t.size() > n && std::holds_alternative<std::int64_t>(t[n])) {
+      out.attempts = static_cast<int>(t.get_int(n));
+    }
+  } catch (const Error&) {
+    throw Error(ErrorCode::kCorruption, "queue: not an item key");
+  }
+  return out;
+}
+
+std::string item_key_with_attempts(const Subspace& subspace, std::string_view base, int attempts) {
+  std::string key = subspace.key();
+  key += base;
+  if (attempts > 0) key += Tuple().append(attempts).pack();
+  return key;
+}
+
+}  // namespace kvq::detail

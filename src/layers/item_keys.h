@@ -1,0 +1,57 @@
+// Internal: the item keys of Queue and PriorityQueue, in one place (docs/queues.md, "Items"):
+//   Queue          subspace + (index, random [, attempts])
+//   PriorityQueue  subspace + (priority, count, random [, attempts])
+// `random` is 20 bytes: the push time (unix microseconds, 8 bytes big-endian) then 12 random
+// bytes, so the age of an item can be read off its key. `attempts` (deliveries so far) is present
+// only on an item that came back from an expired or nacked lease: it sorts right after the key the
+// item had, so the item keeps its place in line.
+#ifndef KVQ_SRC_LAYERS_ITEM_KEYS_H_
+#define KVQ_SRC_LAYERS_ITEM_KEYS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvq/database.h"
+#include "kvq/subspace.h"
+#include "layers/contention/control.h"
+
+namespace kvq::detail {
+
+// The item range and size counter of a Queue / PriorityQueue stored under `subspace`: the keys
+// whose first tuple element is an integer (type codes 0x0c..0x1c; control keys start with a
+// string).
+contention::ItemRange item_range_of(const Subspace& subspace);
+
+// A new `random` part: push time + random bytes (file comment). Call it outside retry loops.
+std::string new_item_random();
+// The push time (unix microseconds) a `random` part holds; nullopt for random parts written by an
+// older kvq (not 20 bytes, or a time before 2020 or in the future).
+std::optional<std::int64_t> item_pushed_us(std::string_view random);
+
+// The key a push of `priority` with `random` goes to: the recipe's last index + 1 (Queue) or the
+// last count of that priority + 1 (PriorityQueue), from snapshot reads (pushes never conflict).
+// Throws internal_error on index overflow.
+std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
+                           const contention::ItemRange& items, bool prioritized,
+                           std::int64_t priority, std::string_view random);
+
+// An item key, decoded.
+struct ItemKey {
+  std::string base;  // the packed (index, random) or (priority, count, random), without attempts
+  std::int64_t priority = 0;  // PriorityQueue; 0 for a Queue
+  std::string random;
+  int attempts = 0;  // deliveries so far
+};
+// Decodes the item key `key` of `subspace`. Throws corruption for keys kvq did not write.
+ItemKey parse_item_key(const Subspace& subspace, std::string_view key, bool prioritized);
+// The key of an item with `base` (ItemKey::base) after `attempts` deliveries.
+std::string item_key_with_attempts(const Subspace& subspace, std::string_view base, int attempts);
+
+// The current unix time in microseconds (this client's wall clock).
+std::int64_t now_us();
+
+}  // namespace kvq::detail
+
+#endif  // KVQ_SRC_LAYERS_ITEM_KEYS_H_

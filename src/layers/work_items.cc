@@ -1,0 +1,300 @@
+#include "layers/work_items.h"
+
+#include <algorithm>
+
+#include "common/bytes.h"
+#include "common/random.h"
+#include "kvq/error.h"
+#include "kvq/tuple.h"
+#include "layers/item_keys.h"
+#include "layers/lease_token.h"
+#include "layers/marked_run.h"
+
+namespace kvq::detail {
+namespace {
+
+constexpr std::string_view kExpiredReason = "visibility timeout expired";
+constexpr std::string_view kNackedReason = "nacked";
+
+int validated_max_attempts(const QueueOptions& options) {
+  if (options.max_attempts < 0) {
+    throw Error(ErrorCode::kInvalidOptionValue, "queue: max_attempts must be >= 0");
+  }
+  return options.max_attempts;
+}
+
+std::int64_t positive_us(std::chrono::milliseconds vt) {
+  if (vt.count() <= 0) {
+    throw Error(ErrorCode::kInvalidOptionValue, "queue: the visibility timeout must be > 0");
+  }
+  return std::chrono::duration_cast<std::chrono::microseconds>(vt).count();
+}
+
+std::int64_t delay_us(std::chrono::milliseconds delay) {
+  if (delay.count() < 0) throw Error(ErrorCode::kInvalidOptionValue, "queue: negative delay");
+  return std::chrono::duration_cast<std::chrono::microseconds>(delay).count();
+}
+
+WallClock::time_point to_time(std::int64_t unix_us) {
+  return WallClock::time_point(
+      std::chrono::duration_cast<WallClock::duration>(std::chrono::microseconds(unix_us)));
+}
+
+}  // namespace
+
+WorkItems::WorkItems(std::shared_ptr<Database> db, const Subspace& subspace,
+                     const QueueOptions& options, bool prioritized)
+    : db_(std::move(db)),
+      subspace_(subspace),
+      prioritized_(prioritized),
+      max_attempts_(validated_max_attempts(options)),
+      items_(item_range_of(subspace)),
+      keys_(subspace.subspace(Tuple().append("kvq"))),
+      tag_(queue_tag(subspace, prioritized)),
+      dead_(keys_.dead()),
+      markers_(db_, subspace.subspace(Tuple().append("kvq")), options.marker_ttl) {}
+
+// ---- counters and timers --------------------------------------------------------------------
+
+void WorkItems::add(Transaction& tr, const std::string& key, std::int64_t delta) {
+  tr.atomic_add(key, delta);
+}
+
+std::int64_t WorkItems::counter(Transaction& tr, const std::string& key) {
+  auto v = tr.get(key, /*snapshot=*/true);
+  return v ? common::decode_le64(*v) : 0;
+}
+
+bool WorkItems::exhausted(int attempts) const {
+  return max_attempts_ > 0 && attempts >= max_attempts_;
+}
+
+void WorkItems::release_due(Transaction& tr) {
+  // A snapshot read: pops and takes do not conflict with leases being taken or acked meanwhile;
+  // the read conflict goes on each timer moved, so two moves of one timer, or a move and an ack of
+  // one lease, conflict.
+  auto due = tr.get_range(keys_.due_range().begin, keys_.due_before(now_us()),
+                          {.limit = kReleasePerOp, .snapshot = true});
+  for (const KeyValue& kv : due) {
+    tr.add_read_conflict_key(kv.key);
+    tr.clear(kv.key);
+    release(tr, keys_.parse_due(kv.key), kv.value);
+  }
+}
+
+void WorkItems::release(Transaction& tr, const Timer& timer, const std::string& value) {
+  if (timer.kind == Timer::kDelayed) {
+    add(tr, keys_.delayed(), -1);
+    to_ready(tr, timer, value);
+    return;
+  }
+  tr.clear(keys_.taken(timer.id));
+  add(tr, keys_.leased(), -1);
+  if (exhausted(timer.attempts)) {
+    dead_.add(tr, value, timer.attempts, timer.priority, kExpiredReason);
+  } else {
+    to_ready(tr, timer, value);
+  }
+}
+
+// A lease's item goes back to its own key (its place in line); a delayed item to a fresh key.
+void WorkItems::to_ready(Transaction& tr, const Timer& timer, const std::string& value) {
+  std::string base = timer.base;
+  if (base.empty()) {
+    base = fresh_item_key(tr, subspace_, items_, prioritized_, timer.priority, timer.id)
+               .substr(subspace_.key().size());
+  }
+  tr.set(item_key_with_attempts(subspace_, base, timer.attempts), value);
+  add(tr, items_.size_key, 1);
+}
+
+// ---- leases ---------------------------------------------------------------------------------
+
+std::optional<Lease> WorkItems::take(Transaction& tr, Side side, std::chrono::milliseconds vt) {
+  const std::int64_t vt_us = positive_us(vt);
+  release_due(tr);
+  auto front = tr.get_range(items_.begin, items_.end, {.limit = 1, .reverse = side == Side::kBack});
+  if (front.empty()) return std::nullopt;
+  const ItemKey item = parse_item_key(subspace_, front[0].key, prioritized_);
+  const Timer timer{now_us() + vt_us, common::random_bytes(kTakeIdSize),
+                    Timer::kLease,    item.attempts + 1,
+                    item.priority,    item.base};
+  const std::string due_key = keys_.due(timer);
+  tr.clear(front[0].key);
+  tr.set(due_key, front[0].value);
+  tr.set(keys_.taken(timer.id), due_key);
+  add(tr, items_.size_key, -1);
+  add(tr, keys_.leased(), 1);
+  return Lease{std::move(front[0].value), make_token(tag_, timer.id), timer.attempts,
+               to_time(timer.due_us), item.priority};
+}
+
+std::optional<Lease> WorkItems::take(Side side, std::chrono::milliseconds vt) {
+  positive_us(vt);
+  return run_marked(*db_, markers_, [&](Transaction& tr) { return take(tr, side, vt); });
+}
+
+// The lease's fence (a non-snapshot read: conflicts with its move back and with other acks), its
+// timer and, if `with_value`, the item. Throws lease_lost if the fence is gone.
+WorkItems::Held WorkItems::hold(Transaction& tr, const Lease& lease, bool with_value) {
+  Held h;
+  h.fence = keys_.taken(token_take_id(lease.token, tag_));
+  auto due_key = tr.get(h.fence);
+  if (!due_key) {
+    throw Error(ErrorCode::kLeaseLost,
+                "queue: the lease ran out and its item was moved back, or it was acked or nacked");
+  }
+  h.due_key = std::move(*due_key);
+  h.timer = keys_.parse_due(h.due_key);
+  if (with_value) {
+    auto value = tr.get(h.due_key, /*snapshot=*/true);
+    if (!value) throw Error(ErrorCode::kCorruption, "queue: a lease without its item");
+    h.value = std::move(*value);
+  }
+  return h;
+}
+
+void WorkItems::ack(Transaction& tr, const Lease& lease) {
+  const Held h = hold(tr, lease, false);
+  tr.clear(h.fence);
+  tr.clear(h.due_key);
+  add(tr, keys_.leased(), -1);
+}
+
+void WorkItems::ack(const Lease& lease) {
+  run_marked(*db_, markers_, [&](Transaction& tr) {
+    ack(tr, lease);
+    return 0;
+  });
+}
+
+void WorkItems::nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay,
+                     std::string_view reason) {
+  const std::int64_t later_us = delay_us(delay);
+  const Held h = hold(tr, lease, true);
+  tr.clear(h.fence);
+  tr.clear(h.due_key);
+  add(tr, keys_.leased(), -1);
+  if (exhausted(h.timer.attempts)) {
+    dead_.add(tr, h.value, h.timer.attempts, h.timer.priority,
+              reason.empty() ? kNackedReason : reason);
+  } else if (later_us == 0) {
+    to_ready(tr, h.timer, h.value);
+  } else {
+    const Timer later{now_us() + later_us, new_item_random(), Timer::kDelayed,
+                      h.timer.attempts,    h.timer.priority,  ""};
+    tr.set(keys_.due(later), h.value);
+    add(tr, keys_.delayed(), 1);
+  }
+}
+
+void WorkItems::nack(const Lease& lease, std::chrono::milliseconds delay, std::string_view reason) {
+  delay_us(delay);
+  run_marked(*db_, markers_, [&](Transaction& tr) {
+    nack(tr, lease, delay, reason);
+    return 0;
+  });
+}
+
+WallClock::time_point WorkItems::extend(Transaction& tr, const Lease& lease,
+                                        std::chrono::milliseconds vt) {
+  const std::int64_t vt_us = positive_us(vt);
+  const Held h = hold(tr, lease, true);
+  Timer timer = h.timer;
+  timer.due_us = now_us() + vt_us;
+  const std::string due_key = keys_.due(timer);
+  tr.clear(h.due_key);
+  tr.set(due_key, h.value);
+  tr.set(h.fence, due_key);
+  return to_time(timer.due_us);
+}
+
+WallClock::time_point WorkItems::extend(const Lease& lease, std::chrono::milliseconds vt) {
+  positive_us(vt);
+  return run_marked(*db_, markers_, [&](Transaction& tr) { return extend(tr, lease, vt); });
+}
+
+// ---- delayed pushes -------------------------------------------------------------------------
+
+std::optional<std::int64_t> WorkItems::due_us(const PushOptions& options) {
+  const std::int64_t now = now_us();
+  std::int64_t due = now + delay_us(options.delay);
+  if (options.not_before) {
+    const auto nb = std::chrono::duration_cast<std::chrono::microseconds>(
+        options.not_before->time_since_epoch());
+    due = std::max(due, static_cast<std::int64_t>(nb.count()));
+  }
+  if (due <= now) return std::nullopt;
+  return due;
+}
+
+void WorkItems::push_delayed(Transaction& tr, std::string_view value, std::int64_t priority,
+                             std::int64_t due, const std::string& id) {
+  if (value.size() > kMaxValueSize) {
+    throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
+  }
+  tr.set(keys_.due(Timer{due, id, Timer::kDelayed, 0, priority, ""}), value);
+  add(tr, keys_.delayed(), 1);
+}
+
+void WorkItems::push_delayed(Transaction& tr, std::string_view value, std::int64_t priority,
+                             std::int64_t due) {
+  push_delayed(tr, value, priority, due, new_item_random());
+}
+
+void WorkItems::push_delayed(std::string_view value, std::int64_t priority, std::int64_t due) {
+  const std::string id = new_item_random();  // chosen once, outside the retry loop
+  run_marked(*db_, markers_, [&](Transaction& tr) {
+    push_delayed(tr, value, priority, due, id);
+    return 0;
+  });
+}
+
+// ---- dead letters, stats, clear -------------------------------------------------------------
+
+std::int64_t WorkItems::redrive(std::int64_t n) {
+  if (n < 0) throw Error(ErrorCode::kInvalidOptionValue, "queue: redrive of a negative count");
+  std::int64_t moved = 0;
+  while (moved < n) {
+    const int batch = static_cast<int>(std::min<std::int64_t>(n - moved, kRedriveBatch));
+    const std::int64_t done = run_marked(*db_, markers_, [&](Transaction& tr) {
+      std::vector<DeadLetter> letters = dead_.take_front(tr, batch);
+      for (const DeadLetter& d : letters) {
+        tr.set(fresh_item_key(tr, subspace_, items_, prioritized_, d.priority, new_item_random()),
+               d.value);
+      }
+      add(tr, items_.size_key, static_cast<std::int64_t>(letters.size()));
+      return static_cast<std::int64_t>(letters.size());
+    });
+    moved += done;
+    if (done < batch) break;
+  }
+  return moved;
+}
+
+std::optional<std::chrono::milliseconds> WorkItems::front_age(Transaction& tr) {
+  auto front = tr.get_range(items_.begin, items_.end, {.limit = 1, .snapshot = true});
+  if (front.empty()) return std::nullopt;
+  auto pushed = item_pushed_us(parse_item_key(subspace_, front[0].key, prioritized_).random);
+  if (!pushed) return std::nullopt;
+  return std::chrono::milliseconds(std::max<std::int64_t>(0, (now_us() - *pushed) / 1000));
+}
+
+QueueStats WorkItems::stats(Transaction& tr) {
+  QueueStats s;
+  s.ready = counter(tr, items_.size_key);
+  s.delayed = counter(tr, keys_.delayed());
+  s.leased = counter(tr, keys_.leased());
+  s.dead_letters = dead_.size(tr);
+  s.oldest_ready_age = front_age(tr);
+  return s;
+}
+
+void WorkItems::clear(Transaction& tr) {
+  tr.clear_range(keys_.due_range().begin, keys_.due_range().end);
+  tr.clear_range(keys_.taken_range().begin, keys_.taken_range().end);
+  tr.set(keys_.leased(), common::encode_le64(0));
+  tr.set(keys_.delayed(), common::encode_le64(0));
+}
+
+}  // namespace kvq::detail

@@ -1,0 +1,110 @@
+// Internal: the work-queue side of Queue and PriorityQueue (kvq/lease.h; docs/queues.md, "Work
+// queues"): leases, acks, nacks, extends, delayed pushes, dead letters and stats, over the item
+// layout of item_keys.h and the timers of work_keys.h. ItemStore owns one and calls
+// release_due() at the start of every pop and peek, so expired leases and due delayed items come
+// back without a reaper process.
+//
+// Conflicts: release_due() finds due timers with a snapshot read and adds a read conflict only on
+// each timer it moves, so pops never conflict with takes through the timer range; an ack, nack or
+// extend reads its lease's fence key (work_keys.h), which the move clears: of a move and an ack of
+// the same lease, exactly one commits. Thread-safe (as ItemStore).
+#ifndef KVQ_SRC_LAYERS_WORK_ITEMS_H_
+#define KVQ_SRC_LAYERS_WORK_ITEMS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvq/database.h"
+#include "kvq/lease.h"
+#include "kvq/queue.h"
+#include "kvq/subspace.h"
+#include "layers/contention/control.h"
+#include "layers/dead_letters.h"
+#include "layers/markers.h"
+#include "layers/work_keys.h"
+
+namespace kvq::detail {
+
+class WorkItems {
+ public:
+  using Side = contention::Side;
+  // The work keys of the queue stored under `subspace` (prioritized: a PriorityQueue). Throws
+  // invalid_option_value for options.max_attempts < 0. Does no I/O.
+  WorkItems(std::shared_ptr<Database> db, const Subspace& subspace, const QueueOptions& options,
+            bool prioritized);
+
+  // Moves up to kReleasePerOp timers due now into the items (expired leases to their own key with
+  // their attempts; due delayed items to a fresh key), or to the dead letters when an expired
+  // lease used up max_attempts.
+  void release_due(Transaction& tr);
+
+  // Takes the item at `side` under a lease of `vt` (> 0, else invalid_option_value); nullopt if
+  // there is no ready item. The own-loop form is safe under commit_unknown_result (marker).
+  std::optional<Lease> take(Transaction& tr, Side side, std::chrono::milliseconds vt);
+  std::optional<Lease> take(Side side, std::chrono::milliseconds vt);
+  // Throw lease_lost if the lease's fence is gone, invalid_lease_token for a bad token,
+  // invalid_option_value for a bad duration; then nothing is changed.
+  void ack(Transaction& tr, const Lease& lease);
+  void ack(const Lease& lease);
+  void nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay,
+            std::string_view reason);
+  void nack(const Lease& lease, std::chrono::milliseconds delay, std::string_view reason);
+  WallClock::time_point extend(Transaction& tr, const Lease& lease, std::chrono::milliseconds vt);
+  WallClock::time_point extend(const Lease& lease, std::chrono::milliseconds vt);
+
+  // When a push with `options` is due (unix us), or nullopt if it is due now (a plain push).
+  // Throws invalid_option_value for a negative delay.
+  static std::optional<std::int64_t> due_us(const PushOptions& options);
+  // Pushes `value` as a delayed item due at `due` (from due_us()).
+  void push_delayed(Transaction& tr, std::string_view value, std::int64_t priority,
+                    std::int64_t due);
+  void push_delayed(std::string_view value, std::int64_t priority, std::int64_t due);
+
+  // Moves up to `n` dead letters back (Queue: to the back; PriorityQueue: to their priority),
+  // with their attempts reset; returns how many moved. Batches of kRedriveBatch per transaction.
+  std::int64_t redrive(std::int64_t n);
+  std::vector<DeadLetter> peek_dead_letters(Transaction& tr, int n) { return dead_.peek(tr, n); }
+  QueueStats stats(Transaction& tr);
+  // Removes every lease and delayed item (Queue::clear).
+  void clear(Transaction& tr);
+
+  const Subspace& dead_subspace() const { return dead_.subspace(); }
+  const std::shared_ptr<Database>& db() const { return db_; }
+
+  static constexpr int kReleasePerOp = 8;
+  static constexpr int kRedriveBatch = 32;
+
+ private:
+  struct Held {  // a live lease, read through its fence
+    std::string fence, due_key, value;
+    Timer timer;
+  };
+  Held hold(Transaction& tr, const Lease& lease, bool with_value);
+  void push_delayed(Transaction& tr, std::string_view value, std::int64_t priority,
+                    std::int64_t due, const std::string& id);
+  void release(Transaction& tr, const Timer& timer, const std::string& value);
+  void to_ready(Transaction& tr, const Timer& timer, const std::string& value);
+  bool exhausted(int attempts) const;
+  void add(Transaction& tr, const std::string& key, std::int64_t delta);
+  std::int64_t counter(Transaction& tr, const std::string& key);
+  std::optional<std::chrono::milliseconds> front_age(Transaction& tr);
+
+  std::shared_ptr<Database> db_;
+  Subspace subspace_;
+  bool prioritized_;
+  int max_attempts_;
+  contention::ItemRange items_;
+  WorkKeys keys_;
+  std::string tag_;
+  DeadLetters dead_;
+  Markers markers_;
+};
+
+}  // namespace kvq::detail
+
+#endif  // KVQ_SRC_LAYERS_WORK_ITEMS_H_

@@ -1,0 +1,53 @@
+#include "layers/work_keys.h"
+
+#include "kvq/error.h"
+#include "kvq/tuple.h"
+
+namespace kvq::detail {
+
+WorkKeys::WorkKeys(const Subspace& control)
+    : control_(control),
+      due_(control.range(Tuple().append("due"))),
+      taken_(control.range(Tuple().append("tk"))),
+      leased_(control.pack(Tuple().append("leased"))),
+      delayed_(control.pack(Tuple().append("delayed"))),
+      dead_(control.subspace(Tuple().append("dead"))) {}
+
+std::string WorkKeys::due(const Timer& t) const {
+  return control_.pack(Tuple()
+                           .append("due")
+                           .append(t.due_us)
+                           .append(Bytes(t.id))
+                           .append(static_cast<std::int64_t>(t.kind))
+                           .append(t.attempts)
+                           .append(t.priority)
+                           .append(Bytes(t.base)));
+}
+
+Timer WorkKeys::parse_due(std::string_view key) const {
+  try {
+    const Tuple t = control_.unpack(key);
+    const std::int64_t kind = t.get_int(3);
+    if (t.size() != 7 || t.get_string(0) != "due" || (kind != 0 && kind != 1)) {
+      throw Error(ErrorCode::kCorruption, "bad timer");
+    }
+    return Timer{t.get_int(1),
+                 t.get_bytes(2).data,
+                 static_cast<Timer::Kind>(kind),
+                 static_cast<int>(t.get_int(4)),
+                 t.get_int(5),
+                 t.get_bytes(6).data};
+  } catch (const Error&) {
+    throw Error(ErrorCode::kCorruption, "queue: not a timer key");
+  }
+}
+
+std::string WorkKeys::due_before(std::int64_t unix_us) const {
+  return control_.pack(Tuple().append("due").append(unix_us));
+}
+
+std::string WorkKeys::taken(std::string_view id) const {
+  return control_.pack(Tuple().append("tk").append(Bytes(id)));
+}
+
+}  // namespace kvq::detail

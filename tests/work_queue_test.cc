@@ -1,0 +1,395 @@
+// Work-queue semantics of Queue and PriorityQueue (kvq/lease.h): leases, acks, fencing, nacks,
+// extends, max_attempts and dead letters, delayed items, stats and bad input, on every engine.
+// Concurrency (abandoned leases, exactly-once under faults): work_queue_concurrency_test.cc.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "kvq/kvq.h"
+#include "support/layer_fixture.h"
+
+namespace kvq {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::LayerTest;
+
+ErrorCode code_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::kUnknownError;
+}
+
+QueueOptions max_attempts(int n) {
+  QueueOptions o;
+  o.max_attempts = n;
+  return o;
+}
+
+PushOptions after(std::chrono::milliseconds delay) {
+  PushOptions o;
+  o.delay = delay;
+  return o;
+}
+
+bool same_stats(const QueueStats& a, const QueueStats& b) {
+  return a.ready == b.ready && a.delayed == b.delayed && a.leased == b.leased &&
+         a.dead_letters == b.dead_letters;
+}
+
+class WorkQueueTest : public LayerTest {
+ protected:
+  Queue make(QueueOptions o = {}) {
+    o.high_contention = hc();
+    return Queue(db_, space_, o);
+  }
+  PriorityQueue make_pq(QueueOptions o = {}) {
+    o.high_contention = hc();
+    return PriorityQueue(db_, space_, o);
+  }
+};
+
+TEST_P(WorkQueueTest, TakeHidesTheItemUntilAckedAndAckRemovesIt) {
+  Queue q = make();
+  q.push("a");
+  q.push("b");
+  auto lease = q.take(30s);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->value, "a");
+  EXPECT_EQ(lease->attempt, 1);
+  EXPECT_GT(lease->deadline, WallClock::now() + 20s);
+  EXPECT_EQ(q.peek(), "b");
+  EXPECT_EQ(q.size(), 1);
+  QueueStats s = q.stats();
+  EXPECT_EQ(s.ready, 1);
+  EXPECT_EQ(s.leased, 1);
+  EXPECT_EQ(q.pop(), "b");
+  EXPECT_EQ(q.pop(), std::nullopt);
+  EXPECT_EQ(q.take(30s), std::nullopt);
+  q.ack(*lease);
+  s = q.stats();
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_EQ(s.ready, 0);
+  EXPECT_EQ(code_of([&] { q.ack(*lease); }), ErrorCode::kLeaseLost) << "acked twice";
+}
+
+TEST_P(WorkQueueTest, AnExpiredLeaseComesBackAtItsPlaceWithTheNextAttempt) {
+  Queue q = make();
+  q.push("a");
+  q.push("b");
+  auto first = q.take(50ms);
+  ASSERT_TRUE(first);
+  std::this_thread::sleep_for(120ms);
+  auto again = q.take(30s);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->value, "a") << "the item lost its place in line";
+  EXPECT_EQ(again->attempt, 2);
+  EXPECT_NE(again->token, first->token);
+  q.ack(*again);
+  auto b = q.take(30s);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->value, "b");
+  EXPECT_EQ(b->attempt, 1);
+}
+
+TEST_P(WorkQueueTest, AWorkerWhoseLeaseWasTakenAgainIsFencedOut) {
+  Queue q = make();
+  q.push("job");
+  auto late = q.take(50ms);
+  ASSERT_TRUE(late);
+  std::this_thread::sleep_for(120ms);
+  auto current = q.take(30s);  // moves the expired lease back and takes it again
+  ASSERT_TRUE(current);
+  EXPECT_EQ(current->value, "job");
+  const QueueStats before = q.stats();
+  EXPECT_EQ(code_of([&] { q.ack(*late); }), ErrorCode::kLeaseLost);
+  EXPECT_EQ(code_of([&] { q.extend(*late, 30s); }), ErrorCode::kLeaseLost);
+  EXPECT_EQ(code_of([&] { q.nack(*late); }), ErrorCode::kLeaseLost);
+  EXPECT_EQ(code_of([&] { db_->run([&](Transaction& tr) { q.ack(tr, *late); }); }),
+            ErrorCode::kLeaseLost);
+  EXPECT_TRUE(same_stats(q.stats(), before)) << "a fenced-out call changed something";
+  q.ack(*current);
+  EXPECT_EQ(q.stats().leased, 0);
+  EXPECT_EQ(q.pop(), std::nullopt);
+}
+
+// The fence is a transaction conflict: of an ack and the move back of the same expired lease, the
+// one that commits second fails with not_committed (and its retry sees the outcome).
+TEST_P(WorkQueueTest, AnAckRacingTheMoveBackOfItsLeaseConflicts) {
+  Queue q = make();
+  q.push("job");
+  auto lease = q.take(30ms);
+  ASSERT_TRUE(lease);
+  std::this_thread::sleep_for(60ms);
+  Transaction ack = db_->create_transaction();
+  q.ack(ack, *lease);         // the fence is still there
+  EXPECT_EQ(q.pop(), "job");  // meanwhile another client moves the lease back and pops it
+  EXPECT_EQ(code_of([&] { ack.commit(); }), ErrorCode::kNotCommitted);
+  EXPECT_EQ(code_of([&] { q.ack(*lease); }), ErrorCode::kLeaseLost);
+  EXPECT_EQ(q.stats().leased, 0);
+}
+
+TEST_P(WorkQueueTest, AMoveBackRacingTheAckOfItsLeaseConflicts) {
+  Queue q = make();
+  q.push("job");
+  auto lease = q.take(30ms);
+  ASSERT_TRUE(lease);
+  std::this_thread::sleep_for(60ms);
+  Transaction pop = db_->create_transaction();
+  EXPECT_EQ(q.pop(pop), "job");  // moves the expired lease back and pops it
+  q.ack(*lease);                 // meanwhile the worker's ack commits
+  EXPECT_EQ(code_of([&] { pop.commit(); }), ErrorCode::kNotCommitted);
+  EXPECT_EQ(q.pop(), std::nullopt) << "an acked item was delivered again";
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_EQ(s.ready, 0);
+}
+
+TEST_P(WorkQueueTest, AnAckAfterTheDeadlineSucceedsUntilTheItemIsMovedBack) {
+  Queue q = make();
+  q.push("job");
+  auto lease = q.take(30ms);
+  ASSERT_TRUE(lease);
+  std::this_thread::sleep_for(60ms);
+  q.ack(*lease);  // nobody moved it back yet: SQS-like, the ack wins
+  EXPECT_EQ(q.pop(), std::nullopt);
+  EXPECT_EQ(q.stats().leased, 0);
+}
+
+TEST_P(WorkQueueTest, ExtendKeepsTheItemHiddenAndTheTokenValid) {
+  Queue q = make();
+  q.push("job");
+  auto lease = q.take(150ms);
+  ASSERT_TRUE(lease);
+  const auto deadline = q.extend(*lease, 30s);
+  EXPECT_GT(deadline, WallClock::now() + 20s);
+  std::this_thread::sleep_for(250ms);
+  EXPECT_EQ(q.take(30s), std::nullopt) << "an extended lease expired at its first deadline";
+  q.ack(*lease);
+  EXPECT_EQ(q.stats().leased, 0);
+}
+
+TEST_P(WorkQueueTest, NackPutsTheItemBackInFrontOrLaterAtTheBack) {
+  Queue q = make();
+  q.push("a");
+  q.push("b");
+  auto a = q.take(30s);
+  ASSERT_TRUE(a);
+  q.nack(*a);
+  auto a2 = q.take(30s);
+  ASSERT_TRUE(a2);
+  EXPECT_EQ(a2->value, "a");
+  EXPECT_EQ(a2->attempt, 2);
+  EXPECT_EQ(code_of([&] { q.ack(*a); }), ErrorCode::kLeaseLost);
+  q.nack(*a2, 150ms);
+  EXPECT_EQ(q.stats().delayed, 1);
+  EXPECT_EQ(q.pop(), "b");
+  EXPECT_EQ(q.pop(), std::nullopt);  // "a" is not due yet (well within 150 ms here)
+  std::this_thread::sleep_for(200ms);
+  auto a3 = q.take(30s);
+  ASSERT_TRUE(a3);
+  EXPECT_EQ(a3->value, "a");
+  EXPECT_EQ(a3->attempt, 3);
+  q.ack(*a3);
+  EXPECT_EQ(q.stats().delayed, 0);
+}
+
+TEST_P(WorkQueueTest, MaxAttemptsMovesToDeadLettersAndRedriveDeliversAgain) {
+  Queue q = make(max_attempts(2));
+  q.push("poison");
+  q.push("ok");
+  auto l1 = q.take(30s);
+  ASSERT_TRUE(l1);
+  q.nack(*l1, 0ms, "parse error");
+  auto l2 = q.take(40ms);  // second delivery: its lease runs out
+  ASSERT_TRUE(l2);
+  EXPECT_EQ(l2->attempt, 2);
+  std::this_thread::sleep_for(80ms);
+  auto next = q.take(30s);  // moves "poison" to the dead letters, takes "ok"
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->value, "ok");
+  q.ack(*next);
+  QueueStats s = q.stats();
+  EXPECT_EQ(s.dead_letters, 1);
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_EQ(s.ready, 0);
+  auto dead = q.peek_dead_letters(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].value, "poison");
+  EXPECT_EQ(dead[0].attempts, 2);
+  EXPECT_EQ(dead[0].reason, "visibility timeout expired");
+  EXPECT_EQ(q.dead_letters().size(), 1);
+  EXPECT_EQ(q.redrive(5), 1);
+  EXPECT_EQ(q.stats().dead_letters, 0);
+  auto back = q.take(30s);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->value, "poison");
+  EXPECT_EQ(back->attempt, 1) << "redrive resets the attempts";
+  q.nack(*back);
+  auto last = q.take(30s);
+  ASSERT_TRUE(last);
+  q.nack(*last, 0ms, "still broken");  // attempt 2 of 2: dead again, with the nack's reason
+  dead = q.peek_dead_letters(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].reason, "still broken");
+  EXPECT_EQ(q.dead_letters().pop(), "poison");
+}
+
+TEST_P(WorkQueueTest, DelayedItemsAreInvisibleUntilDue) {
+  Queue q = make();
+  const auto start = std::chrono::steady_clock::now();
+  q.push("later", after(300ms));
+  PushOptions at;
+  at.not_before = WallClock::now() + 300ms;
+  q.push("at", at);
+  q.push("now", PushOptions{});
+  EXPECT_EQ(q.stats().delayed, 2);
+  EXPECT_EQ(q.pop(), "now");
+  // Tolerance: the check is only made while less than 250 ms have passed since the pushes.
+  if (std::chrono::steady_clock::now() - start < 250ms) {
+    EXPECT_EQ(q.peek(), std::nullopt);
+    EXPECT_EQ(q.take(30s), std::nullopt);
+  }
+  std::this_thread::sleep_for(350ms - (std::chrono::steady_clock::now() - start));
+  EXPECT_EQ(q.pop(), "later");
+  EXPECT_EQ(q.pop(), "at");
+  EXPECT_EQ(q.stats().delayed, 0);
+}
+
+TEST_P(WorkQueueTest, ComposedAckCommitsWithTheWorkersOwnWrite) {
+  Queue q = make();
+  q.push("job");
+  auto lease = q.take(30s);
+  ASSERT_TRUE(lease);
+  const std::string result = space_.pack(Tuple().append("result"));
+  EXPECT_THROW(db_->run([&](Transaction& tr) {
+    tr.set(result, "done");
+    q.ack(tr, *lease);
+    throw std::runtime_error("worker failed");
+  }),
+               std::runtime_error);
+  EXPECT_EQ(q.stats().leased, 1) << "an aborted transaction acked";
+  db_->run([&](Transaction& tr) {
+    tr.set(result, "done");
+    q.ack(tr, *lease);
+  });
+  EXPECT_EQ(q.stats().leased, 0);
+  EXPECT_EQ(db_->run([&](Transaction& tr) { return tr.get(result); }), "done");
+}
+
+TEST_P(WorkQueueTest, TokensRoundTripThroughShellSafeText) {
+  Queue q = make();
+  q.push("job");
+  auto lease = q.take(30s);
+  ASSERT_TRUE(lease);
+  const std::string text = lease->token_text();
+  EXPECT_EQ(
+      text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+      std::string::npos);
+  Lease back = Lease::from_text(text);
+  EXPECT_EQ(back.token, lease->token);
+  q.ack(back);
+  EXPECT_EQ(q.stats().leased, 0);
+}
+
+TEST_P(WorkQueueTest, BadInputIsAClearErrorAndChangesNothing) {
+  Queue q = make();
+  q.push("job");
+  auto lease = q.take(30s);
+  ASSERT_TRUE(lease);
+  const QueueStats before = q.stats();
+  EXPECT_EQ(code_of([&] { q.take(0ms); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.take(-5ms); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.extend(*lease, 0ms); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.nack(*lease, -1ms); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.push("x", after(-1ms)); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.redrive(-1); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { Queue(db_, space_, max_attempts(-1)); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { Lease::from_text("not a token!"); }), ErrorCode::kInvalidLeaseToken);
+  EXPECT_EQ(code_of([&] { Lease::from_text("QUJD"); }), ErrorCode::kInvalidLeaseToken);
+  Lease garbage = *lease;
+  garbage.token = "xyz";
+  EXPECT_EQ(code_of([&] { q.ack(garbage); }), ErrorCode::kInvalidLeaseToken);
+  Queue other(db_, space_[std::string("other")]);
+  other.push("theirs");
+  auto foreign = other.take(30s);
+  ASSERT_TRUE(foreign);
+  EXPECT_EQ(code_of([&] { q.ack(*foreign); }), ErrorCode::kInvalidLeaseToken);
+  PriorityQueue pq(db_, space_);  // the same subspace, but a priority queue: another queue
+  EXPECT_EQ(code_of([&] { pq.ack(*lease); }), ErrorCode::kInvalidLeaseToken);
+  EXPECT_TRUE(same_stats(q.stats(), before));
+  q.ack(*lease);
+}
+
+TEST_P(WorkQueueTest, StatsCountEveryStateAndTheAgeOfTheFrontItem) {
+  Queue q = make();
+  EXPECT_EQ(q.stats().oldest_ready_age, std::nullopt);
+  q.push("old");
+  std::this_thread::sleep_for(60ms);
+  q.push("new");
+  q.push("later", after(30s));
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.ready, 2);
+  EXPECT_EQ(s.delayed, 1);
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_EQ(s.dead_letters, 0);
+  ASSERT_TRUE(s.oldest_ready_age);
+  EXPECT_GE(*s.oldest_ready_age, 50ms);
+  EXPECT_LT(*s.oldest_ready_age, 30s);
+  q.clear();
+  const QueueStats c = q.stats();
+  EXPECT_EQ(c.ready + c.delayed + c.leased, 0);
+}
+
+TEST_P(WorkQueueTest, PriorityQueueTakesInPopOrderAndReturnsExpiredLeasesToTheirPriority) {
+  PriorityQueue pq = make_pq();
+  pq.push("p5", 5);
+  pq.push("p1", 1);
+  pq.push("p9", 9);
+  auto min = pq.take_min(40ms);
+  ASSERT_TRUE(min);
+  EXPECT_EQ(min->value, "p1");
+  EXPECT_EQ(min->priority, 1);
+  auto max = pq.take_max(30s);
+  ASSERT_TRUE(max);
+  EXPECT_EQ(max->value, "p9");
+  std::this_thread::sleep_for(80ms);
+  EXPECT_EQ(pq.peek_min(), "p1") << "the expired lease did not come back at priority 1";
+  auto again = pq.take_min(30s);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->value, "p1");
+  EXPECT_EQ(again->attempt, 2);
+  pq.ack(*again);
+  pq.ack(*max);
+  EXPECT_EQ(pq.pop_min(), "p5");
+}
+
+TEST_P(WorkQueueTest, PriorityQueueDelayedItemsComeDueAtTheirPriority) {
+  PriorityQueue pq = make_pq(max_attempts(1));
+  pq.push("late-low", 1, after(100ms));
+  pq.push("mid", 5);
+  EXPECT_EQ(pq.pop_min(), "mid");
+  pq.push("mid", 5);
+  std::this_thread::sleep_for(150ms);
+  auto l = pq.take_min(30s);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->value, "late-low");
+  pq.nack(*l, 0ms, "no");  // max_attempts 1: dead, remembering priority 1
+  auto dead = pq.peek_dead_letters(1);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].priority, 1);
+  EXPECT_EQ(pq.redrive(10), 1);
+  EXPECT_EQ(pq.pop_min(), "late-low");
+  EXPECT_EQ(pq.pop_min(), "mid");
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, WorkQueueTest, ::testing::ValuesIn(testing::layer_params()),
+                         testing::layer_param_name);
+
+}  // namespace
+}  // namespace kvq

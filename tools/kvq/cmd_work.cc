@@ -1,0 +1,184 @@
+// The work-queue commands of `kvq queue` and `kvq pq` (kvq/lease.h; docs/queues.md, "Work
+// queues"): take (pq: take-min, take-max), ack, nack, extend, stats, dead-letters, redrive. Lease
+// tokens print as base64url text ([A-Za-z0-9_-]), which a shell passes back unchanged.
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "tools/kvq/commands.h"
+
+namespace kvq::cli {
+namespace {
+
+struct WorkArgs {
+  std::int64_t vt_ms = 30'000;
+  std::int64_t delay_ms = 0;
+  std::string token;
+  std::string reason;
+  std::int64_t count = 0;
+  int limit = 10;
+  bool json = false;
+  bool raw = false;
+};
+
+std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::int64_t unix_ms(WallClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+int print_lease(const std::optional<Lease>& lease, const WorkArgs& args, const std::string& what) {
+  if (!lease) return print_value(std::nullopt, args.raw, what);
+  if (args.json) {
+    std::cout << dump({{"token", lease->token_text()},
+                       {"attempt", lease->attempt},
+                       {"deadline_ms", unix_ms(lease->deadline)},
+                       {"priority", lease->priority},
+                       {"value", lease->value}})
+              << "\n";
+    return kExitOk;
+  }
+  std::cout << lease->token_text() << "\n";
+  return print_value(lease->value, args.raw, what);
+}
+
+void add_vt(CLI::App* command, WorkArgs& args, const char* help) {
+  command->add_option("--vt", args.vt_ms, help)
+      ->transform(DurationMs())
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+void add_token(CLI::App* command, WorkArgs& args) {
+  command->add_option("token", args.token, "the lease token `take` printed")->required();
+}
+
+int print_stats(const QueueStats& s, bool json) {
+  const std::int64_t age = s.oldest_ready_age ? s.oldest_ready_age->count() : -1;
+  if (json) {
+    std::cout << dump({{"ready", s.ready},
+                       {"delayed", s.delayed},
+                       {"leased", s.leased},
+                       {"dead_letters", s.dead_letters},
+                       {"oldest_ready_age_ms", age}})
+              << "\n";
+  } else {
+    std::cout << "ready " << s.ready << "\ndelayed " << s.delayed << "\nleased " << s.leased
+              << "\ndead_letters " << s.dead_letters << "\noldest_ready_age_ms " << age << "\n";
+  }
+  return kExitOk;
+}
+
+int print_dead_letters(const std::vector<DeadLetter>& letters, bool json) {
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const DeadLetter& d : letters) {
+      j.push_back({{"value", d.value},
+                   {"attempts", d.attempts},
+                   {"priority", d.priority},
+                   {"reason", d.reason}});
+    }
+    std::cout << dump(j) << "\n";
+    return kExitOk;
+  }
+  for (const DeadLetter& d : letters) {
+    std::cout << d.attempts << "\t" << d.priority << "\t" << escape(d.reason) << "\t"
+              << escape(d.value) << "\n";
+  }
+  return kExitOk;
+}
+
+// ack, nack, extend: the same on Queue and PriorityQueue.
+template <typename Q>
+void add_lease_commands(CLI::App* group, Context& ctx, std::function<Q()> open,
+                        std::shared_ptr<WorkArgs> args) {
+  auto* ack = group->add_subcommand("ack", "remove the leased item (lease_lost, exit 1, if gone)");
+  add_token(ack, *args);
+  set_action(ack, ctx, [open, args] {
+    open().ack(Lease::from_text(args->token));
+    return kExitOk;
+  });
+  auto* nack = group->add_subcommand("nack", "give the leased item back, now or after --delay");
+  add_token(nack, *args);
+  nack->add_option("--delay", args->delay_ms, "visible again after this long: 500ms, 5s, 1m")
+      ->transform(DurationMs())
+      ->check(CLI::NonNegativeNumber);
+  nack->add_option("--reason", args->reason, "why (kept if the item goes to the dead letters)");
+  set_action(nack, ctx, [open, args] {
+    open().nack(Lease::from_text(args->token), std::chrono::milliseconds(args->delay_ms),
+                args->reason);
+    return kExitOk;
+  });
+  auto* extend =
+      group->add_subcommand("extend", "renew a lease; prints the new deadline (unix ms)");
+  add_token(extend, *args);
+  add_vt(extend, *args, "the lease now runs out this long from now");
+  set_action(extend, ctx, [open, args] {
+    std::cout << unix_ms(open().extend(Lease::from_text(args->token),
+                                       std::chrono::milliseconds(args->vt_ms)))
+              << "\n";
+    return kExitOk;
+  });
+}
+
+// stats, dead-letters, redrive: the same on Queue and PriorityQueue.
+template <typename Q>
+void add_state_commands(CLI::App* group, Context& ctx, std::function<Q()> open,
+                        std::shared_ptr<WorkArgs> args) {
+  auto* stats = group->add_subcommand("stats", "ready, delayed, leased, dead-letter counts");
+  stats->add_flag("--json", args->json, "print JSON");
+  set_action(stats, ctx, [open, args] { return print_stats(open().stats(), args->json); });
+  auto* dead = group->add_subcommand(
+      "dead-letters", "list dead letters: attempts, priority, reason, value (tab-separated)");
+  dead->add_option("--limit", args->limit, "at most this many")->check(CLI::PositiveNumber);
+  dead->add_flag("--json", args->json, "print JSON");
+  set_action(dead, ctx, [open, args] {
+    return print_dead_letters(open().peek_dead_letters(args->limit), args->json);
+  });
+  auto* redrive =
+      group->add_subcommand("redrive", "move up to N dead letters back; prints how many");
+  redrive->add_option("n", args->count, "how many")->required()->check(CLI::NonNegativeNumber);
+  set_action(redrive, ctx, [open, args] {
+    std::cout << open().redrive(args->count) << "\n";
+    return kExitOk;
+  });
+}
+
+template <typename Q>
+void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
+              std::shared_ptr<WorkArgs> args, const std::string& name,
+              std::optional<Lease> (Q::*take)(std::chrono::milliseconds), const std::string& what) {
+  auto* command = group->add_subcommand(
+      name, "lease the next item: print its token, then the value (exit 3 if none is ready)");
+  add_vt(command, *args, "visibility timeout: 500ms, 30s, 5m");
+  command->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
+  command->add_flag("--json", args->json, "print JSON (token, attempt, deadline_ms, value)");
+  set_action(command, ctx, [open, args, take, what] {
+    Q q = open();
+    return print_lease((q.*take)(std::chrono::milliseconds(args->vt_ms)), *args, what);
+  });
+}
+
+}  // namespace
+
+void add_queue_work_commands(CLI::App* queue, Context& ctx, std::function<Queue()> open) {
+  auto args = std::make_shared<WorkArgs>();
+  add_take<Queue>(queue, ctx, open, args, "take", &Queue::take, "queue");
+  add_lease_commands<Queue>(queue, ctx, open, args);
+  add_state_commands<Queue>(queue, ctx, open, args);
+}
+
+void add_pq_work_commands(CLI::App* pq, Context& ctx, std::function<PriorityQueue()> open) {
+  auto args = std::make_shared<WorkArgs>();
+  add_take<PriorityQueue>(pq, ctx, open, args, "take-min", &PriorityQueue::take_min,
+                          "priority queue");
+  add_take<PriorityQueue>(pq, ctx, open, args, "take-max", &PriorityQueue::take_max,
+                          "priority queue");
+  add_lease_commands<PriorityQueue>(pq, ctx, open, args);
+  add_state_commands<PriorityQueue>(pq, ctx, open, args);
+}
+
+}  // namespace kvq::cli
