@@ -6,12 +6,11 @@
 #include "common/random.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
+#include "layers/combined_ops.h"
 #include "layers/contention/run_once.h"
 
 namespace kvq::detail {
 namespace {
-
-constexpr std::size_t kRandomSize = 20;  // as the recipes' os.urandom(20)
 
 const QueueOptions& validated(const QueueOptions& o) {
   if (o.contention.batch_size < 1) {
@@ -49,46 +48,45 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptio
   if (options_.high_contention) {
     staged_ = std::make_unique<contention::StagedPops>(db_, control_, items_, options_.contention);
   }
+  if (options_.combine) combined_ = std::make_unique<CombinedOps>(*this);
 }
 
-// body(tr) in contention::run_once, with an idempotency marker as the identity.
-template <typename Body>
-auto ItemStore::run_marked(Body&& body, const TransactionOptions& options) {
-  const std::string marker = markers_.make();
-  std::vector<std::string> cleared;
-  auto result = contention::run_once(
-      *db_,
-      [&](Transaction& tr) {
-        auto r = body(tr);
-        cleared = markers_.write(tr, marker);
-        return r;
-      },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); }, options);
-  markers_.finished(marker, cleared);
-  return result;
-}
+ItemStore::~ItemStore() = default;
 
 // ---- push ----------------------------------------------------------------------------------
 
-std::string ItemStore::item_key(Transaction& tr, std::int64_t priority, const std::string& random) {
+std::int64_t ItemStore::next_position(Transaction& tr, std::int64_t priority) {
+  // The recipe's last_index: a snapshot read of the last item, so pushes never conflict.
   if (!prioritized_) {
-    // The recipe's last_index: a snapshot read of the last item, so pushes never conflict.
     auto last =
         tr.get_range(items_.begin, items_.end, {.limit = 1, .reverse = true, .snapshot = true});
     std::int64_t index = last.empty() ? 0 : subspace_.unpack(last[0].key).get_int(0);
     if (index == INT64_MAX) throw Error(ErrorCode::kInternalError, "queue: index overflow");
-    return subspace_.pack(Tuple().append(index + 1).append(Bytes(random)));
+    return index + 1;
   }
   KeyRange r = subspace_.range(Tuple().append(priority));
   auto last = tr.get_range(r.begin, r.end, {.limit = 1, .reverse = true, .snapshot = true});
-  std::int64_t count = last.empty() ? 0 : subspace_.unpack(last[0].key).get_int(1) + 1;
-  return subspace_.pack(Tuple().append(priority).append(count).append(Bytes(random)));
+  return last.empty() ? 0 : subspace_.unpack(last[0].key).get_int(1) + 1;
 }
 
-void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t priority) {
+std::string ItemStore::pack_item(std::int64_t priority, std::int64_t position,
+                                 const std::string& random) {
+  if (!prioritized_) return subspace_.pack(Tuple().append(position).append(Bytes(random)));
+  return subspace_.pack(Tuple().append(priority).append(position).append(Bytes(random)));
+}
+
+std::string ItemStore::item_key(Transaction& tr, std::int64_t priority, const std::string& random) {
+  return pack_item(priority, next_position(tr, priority), random);
+}
+
+void ItemStore::check_value(std::string_view value) {
   if (value.size() > kMaxValueSize) {
     throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
   }
+}
+
+void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t priority) {
+  check_value(value);
   tr.set(item_key(tr, priority, common::random_bytes(kRandomSize)), value);
   tr.atomic_add(items_.size_key, std::int64_t{1});
 }
@@ -96,9 +94,8 @@ void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t prior
 void ItemStore::push(std::string_view value, std::int64_t priority) {
   // The item's random part is chosen once, outside the retry loop, with the marker.
   const std::string random = common::random_bytes(kRandomSize);
-  if (value.size() > kMaxValueSize) {
-    throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
-  }
+  check_value(value);
+  if (combined_) return combined_->push(value, priority);
   run_marked([&](Transaction& tr) {
     tr.set(item_key(tr, priority, random), value);
     tr.atomic_add(items_.size_key, std::int64_t{1});
@@ -146,6 +143,7 @@ std::optional<std::string> ItemStore::pop(Transaction& tr, Side side) {
 }
 
 std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds timeout) {
+  if (combined_ && timeout.count() == 0) return combined_->pop(side);
   if (staged_) return pop_staged(side, timeout);
   TransactionOptions options;
   options.timeout = timeout;

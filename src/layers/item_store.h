@@ -10,13 +10,16 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvq/database.h"
 #include "kvq/queue.h"
 #include "kvq/subspace.h"
 #include "layers/contention/control.h"
+#include "layers/contention/run_once.h"
 #include "layers/contention/staged_pop.h"
 #include "layers/contention/stats.h"
 #include "layers/markers.h"
@@ -25,13 +28,26 @@ namespace kvq::detail {
 
 using contention::Side;
 
+class CombinedOps;
+
+// One item of a push batch: the value and, for priority queues, its priority.
+struct PushItem {
+  std::string_view value;
+  std::int64_t priority = 0;
+};
+
 class ItemStore {
  public:
+  static constexpr std::size_t kRandomSize = 20;  // of item keys, as the recipes' os.urandom(20)
+
   // `prioritized` selects the PriorityQueue layout (priority, count, random); otherwise the Queue
   // layout (index, random). Throws invalid_argument for a null db, invalid_option_value for bad
   // options. Does no I/O.
   ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options,
             bool prioritized);
+  ~ItemStore();
+  ItemStore(const ItemStore&) = delete;
+  ItemStore& operator=(const ItemStore&) = delete;
 
   // Push with its own retry loop and idempotency marker. `priority` is ignored for queues.
   void push(std::string_view value, std::int64_t priority);
@@ -46,6 +62,26 @@ class ItemStore {
   std::int64_t size(Transaction& tr);
   void clear(Transaction& tr);
 
+  // ---- batches (batch_ops.cc) ----
+  // Pushes `items` in order, in one transaction with its own retry loop and one marker (not
+  // inserted twice after commit_unknown_result). Throws value_too_large for an item over
+  // kMaxValueSize and transaction_too_large if the batch does not fit in one transaction of the
+  // engine (Database::limits()), both before anything is written.
+  void push_batch(std::span<const PushItem> items);
+  // As push_batch inside `tr` (idempotency is the caller's).
+  void push_batch(Transaction& tr, std::span<const PushItem> items);
+  // Pops up to `n` items from `side` in one transaction (own retry loop and marker), in the order
+  // single pops would return them; fewer if the queue holds fewer, or if more would not fit in one
+  // transaction of the engine. High-contention mode: serves waiting requests first.
+  std::vector<std::string> pop_batch(Side side, std::size_t n);
+  // As pop_batch inside `tr`.
+  std::vector<std::string> pop_batch(Transaction& tr, Side side, std::size_t n);
+
+  // ---- blocking waits (waiting.cc) ----
+  // A pop that, while the queue is empty, blocks on a watch of the size counter (written by every
+  // push) until an item comes or `timeout` passes (nullopt then).
+  std::optional<std::string> pop_wait(Side side, std::chrono::milliseconds timeout);
+
   const Subspace& subspace() const { return subspace_; }
   Database& db() { return *db_; }
   // Finished idempotency markers this object still has in the store (for tests).
@@ -56,9 +92,34 @@ class ItemStore {
     bool staged = false;  // the pop must queue up behind others
     std::optional<std::string> value;
   };
+  // body(tr) in contention::run_once, with an idempotency marker as the identity.
   template <typename Body>
-  auto run_marked(Body&& body, const TransactionOptions& options = {});
+  auto run_marked(Body&& body, const TransactionOptions& options = {}) {
+    const std::string marker = markers_.make();
+    std::vector<std::string> cleared;
+    auto result = contention::run_once(
+        *db_,
+        [&](Transaction& tr) {
+          auto r = body(tr);
+          cleared = markers_.write(tr, marker);
+          return r;
+        },
+        [&](Transaction& tr) { return tr.get(marker).has_value(); }, options);
+    markers_.finished(marker, cleared);
+    return result;
+  }
+  // The next position at the back of the items of `priority` (Queue: index; PriorityQueue: count),
+  // from a snapshot read of the last such item.
+  std::int64_t next_position(Transaction& tr, std::int64_t priority);
+  std::string pack_item(std::int64_t priority, std::int64_t position, const std::string& random);
   std::string item_key(Transaction& tr, std::int64_t priority, const std::string& random);
+  // Throws value_too_large for a value over kMaxValueSize.
+  static void check_value(std::string_view value);
+  std::vector<KeyValue> end_items(Transaction& tr, Side side, std::size_t n);
+  void write_batch(Transaction& tr, std::span<const PushItem> items,
+                   const std::vector<std::string>& randoms);
+  void check_fits(Transaction& tr, std::size_t count);
+  std::vector<std::string> take_fitting(Transaction& tr, std::vector<KeyValue> items);
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
   std::optional<std::string> pop_plain(Transaction& tr, Side side);
   std::optional<std::string> pop_staged(Side side, std::chrono::milliseconds timeout);
@@ -72,6 +133,7 @@ class ItemStore {
   contention::ItemRange items_;
   Markers markers_;
   std::unique_ptr<contention::StagedPops> staged_;  // high-contention mode only
+  std::unique_ptr<CombinedOps> combined_;           // options.combine only
 };
 
 }  // namespace kvq::detail

@@ -1,0 +1,136 @@
+// ItemStore's batch operations (item_store.h, "batches"): many pushes or pops in one transaction,
+// in order. A push batch allocates its positions with one snapshot read per priority (Queue: one
+// read) and then counts up, so its items keep the batch's order; a pop batch reads the first (or
+// last) n items with one range read and clears them. docs/queues.md, "Batches".
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/random.h"
+#include "kvq/error.h"
+#include "layers/item_store.h"
+
+namespace kvq::detail {
+namespace {
+
+// Room kept in a batch's transaction for what the layer adds after the items: the size counter,
+// the idempotency marker and the finished markers it clears (markers.h: up to 16), a sweep.
+constexpr std::size_t kReserveOperations = 24;
+constexpr std::size_t kReserveBytes = 8192;
+// Slack per item when extrapolating a pop batch's cost from its first item (keys differ a little).
+constexpr std::size_t kSlackBytesPerItem = 64;
+
+std::size_t room(std::size_t limit, std::size_t used, std::size_t reserve) {
+  return limit > used + reserve ? limit - used - reserve : 0;
+}
+
+// One random part per item (item keys end with one, as single pushes).
+std::vector<std::string> random_parts(std::size_t n) {
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.push_back(common::random_bytes(ItemStore::kRandomSize));
+  return out;
+}
+
+}  // namespace
+
+// ---- push batches --------------------------------------------------------------------------
+
+void ItemStore::check_fits(Transaction& tr, std::size_t count) {
+  const TransactionLimits limits = db_->limits();
+  const TransactionUsage u = tr.usage();
+  if (u.bytes + kReserveBytes <= limits.max_bytes &&
+      u.operations + kReserveOperations <= limits.max_operations) {
+    return;
+  }
+  throw Error(ErrorCode::kTransactionTooLarge,
+              "queue: push_batch of " + std::to_string(count) + " items needs " +
+                  std::to_string(u.bytes) + " bytes and " + std::to_string(u.operations) +
+                  " operations, more than one transaction of this engine takes (" +
+                  std::to_string(limits.max_bytes) + " bytes, " +
+                  std::to_string(limits.max_operations) +
+                  " operations, less a small reserve): split the batch; nothing was written");
+}
+
+// Writes `items` at consecutive positions per priority (one snapshot read per priority), with the
+// given random parts, and adds them to the size counter.
+void ItemStore::write_batch(Transaction& tr, std::span<const PushItem> items,
+                            const std::vector<std::string>& randoms) {
+  std::map<std::int64_t, std::int64_t> position;  // priority -> next position
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    auto [it, fresh] = position.try_emplace(items[i].priority, 0);
+    if (fresh) it->second = next_position(tr, items[i].priority);
+    tr.set(pack_item(items[i].priority, it->second++, randoms[i]), items[i].value);
+  }
+  tr.atomic_add(items_.size_key, static_cast<std::int64_t>(items.size()));
+  check_fits(tr, items.size());
+}
+
+void ItemStore::push_batch(Transaction& tr, std::span<const PushItem> items) {
+  for (const PushItem& item : items) check_value(item.value);
+  if (!items.empty()) write_batch(tr, items, random_parts(items.size()));
+}
+
+void ItemStore::push_batch(std::span<const PushItem> items) {
+  for (const PushItem& item : items) check_value(item.value);
+  if (items.empty()) return;
+  // The random parts are chosen once, outside the retry loop (as for single pushes).
+  const std::vector<std::string> randoms = random_parts(items.size());
+  run_marked([&](Transaction& tr) {
+    write_batch(tr, items, randoms);
+    return 0;
+  });
+}
+
+// ---- pop batches ---------------------------------------------------------------------------
+
+std::vector<KeyValue> ItemStore::end_items(Transaction& tr, Side side, std::size_t n) {
+  const int limit = static_cast<int>(std::min<std::size_t>(n, INT_MAX));
+  return tr.get_range(items_.begin, items_.end,
+                      {.limit = limit, .reverse = side == Side::kBack, .snapshot = false});
+}
+
+// Clears `items` in order as long as the transaction stays within the engine's limits: the cost
+// of one item is measured on the first (Transaction::usage()) and extrapolated. Returns the values
+// taken; the first item is always taken.
+std::vector<std::string> ItemStore::take_fitting(Transaction& tr, std::vector<KeyValue> items) {
+  std::vector<std::string> out;
+  if (items.empty()) return out;
+  const TransactionLimits limits = db_->limits();
+  const TransactionUsage before = tr.usage();
+  tr.clear(items[0].key);
+  out.push_back(std::move(items[0].value));
+  std::size_t fit = items.size();
+  if (items.size() > 1) {
+    const TransactionUsage after = tr.usage();
+    const std::size_t ops = after.operations - before.operations;
+    const std::size_t bytes = after.bytes - before.bytes + kSlackBytesPerItem;
+    std::size_t more = room(limits.max_bytes, after.bytes, kReserveBytes) / bytes;
+    if (ops > 0) {
+      more =
+          std::min(more, room(limits.max_operations, after.operations, kReserveOperations) / ops);
+    }
+    fit = std::min(fit, 1 + more);
+  }
+  for (std::size_t i = 1; i < fit; ++i) {
+    tr.clear(items[i].key);
+    out.push_back(std::move(items[i].value));
+  }
+  tr.atomic_add(items_.size_key, -static_cast<std::int64_t>(out.size()));
+  return out;
+}
+
+std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n) {
+  if (n == 0) return {};
+  if (staged_) staged_->serve_all(tr);  // no overtaking of waiting high-contention pops
+  return take_fitting(tr, end_items(tr, side, n));
+}
+
+std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n) {
+  if (n == 0) return {};
+  return run_marked([&](Transaction& tr) { return pop_batch(tr, side, n); });
+}
+
+}  // namespace kvq::detail
