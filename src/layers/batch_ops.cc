@@ -92,40 +92,45 @@ std::vector<KeyValue> ItemStore::end_items(Transaction& tr, Side side, std::size
                       {.limit = limit, .reverse = side == Side::kBack, .snapshot = false});
 }
 
-// Clears `items` in order as long as the transaction stays within the engine's limits: the cost
-// of one item is measured on the first (Transaction::usage()) and extrapolated. Returns the values
-// taken; the first item is always taken.
-std::vector<std::string> ItemStore::take_fitting(Transaction& tr, std::vector<KeyValue> items) {
+// Takes the first item from `side`, measures what it added to the transaction
+// (Transaction::usage(): bytes, and on etcd the compares of the read and the delete), and takes as
+// many more (up to n in all) as the engine's limits leave room for. Reads only what it takes, so
+// the read-conflict range (which etcd counts per record) covers exactly the items taken.
+std::vector<std::string> ItemStore::take_fitting(Transaction& tr, Side side, std::size_t n) {
   std::vector<std::string> out;
-  if (items.empty()) return out;
-  const TransactionLimits limits = db_->limits();
   const TransactionUsage before = tr.usage();
-  tr.clear(items[0].key);
-  out.push_back(std::move(items[0].value));
-  std::size_t fit = items.size();
-  if (items.size() > 1) {
-    const TransactionUsage after = tr.usage();
-    const std::size_t ops = after.operations - before.operations;
-    const std::size_t bytes = after.bytes - before.bytes + kSlackBytesPerItem;
-    std::size_t more = room(limits.max_bytes, after.bytes, kReserveBytes) / bytes;
-    if (ops > 0) {
-      more =
-          std::min(more, room(limits.max_operations, after.operations, kReserveOperations) / ops);
-    }
-    fit = std::min(fit, 1 + more);
-  }
-  for (std::size_t i = 1; i < fit; ++i) {
-    tr.clear(items[i].key);
-    out.push_back(std::move(items[i].value));
+  std::vector<KeyValue> first = end_items(tr, side, 1);
+  if (first.empty()) return out;
+  tr.clear(first[0].key);
+  out.push_back(std::move(first[0].value));
+  const std::size_t more = std::min(n - 1, room_for_more(tr, before));
+  // (A limit of 0 would mean "no limit".) Read-your-writes skips the item already cleared.
+  std::vector<KeyValue> rest = more > 0 ? end_items(tr, side, more) : std::vector<KeyValue>{};
+  for (KeyValue& kv : rest) {
+    tr.clear(kv.key);
+    out.push_back(std::move(kv.value));
   }
   tr.atomic_add(items_.size_key, -static_cast<std::int64_t>(out.size()));
   return out;
 }
 
+// How many more items like the one taken since `before` fit in the engine's limits.
+std::size_t ItemStore::room_for_more(Transaction& tr, const TransactionUsage& before) {
+  const TransactionLimits limits = db_->limits();
+  const TransactionUsage after = tr.usage();
+  const std::size_t ops = after.operations - before.operations;
+  const std::size_t bytes = after.bytes - before.bytes + kSlackBytesPerItem;
+  std::size_t more = room(limits.max_bytes, after.bytes, kReserveBytes) / bytes;
+  if (ops > 0) {
+    more = std::min(more, room(limits.max_operations, after.operations, kReserveOperations) / ops);
+  }
+  return more;
+}
+
 std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n) {
   if (n == 0) return {};
   if (staged_) staged_->serve_all(tr);  // no overtaking of waiting high-contention pops
-  return take_fitting(tr, end_items(tr, side, n));
+  return take_fitting(tr, side, n);
 }
 
 std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n) {

@@ -119,7 +119,8 @@ class ItemStore {
   void write_batch(Transaction& tr, std::span<const PushItem> items,
                    const std::vector<std::string>& randoms);
   void check_fits(Transaction& tr, std::size_t count);
-  std::vector<std::string> take_fitting(Transaction& tr, std::vector<KeyValue> items);
+  std::vector<std::string> take_fitting(Transaction& tr, Side side, std::size_t n);
+  std::size_t room_for_more(Transaction& tr, const TransactionUsage& before);
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
   std::optional<std::string> pop_plain(Transaction& tr, Side side);
   std::optional<std::string> pop_staged(Side side, std::chrono::milliseconds timeout);
