@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "layers/combining/combiner.h"
 #include "layers/contention/control.h"
@@ -38,6 +39,7 @@ class CombinedOps {
  private:
   void serve_pushes(std::vector<combining::Request*>& group);
   void serve_pops(std::vector<combining::Request*>& group, contention::Side side);
+  bool next_batch(contention::Side side, std::size_t n, std::vector<std::string>* out);
 
   ItemStore& store_;
   combining::Combiner pushes_, front_pops_, back_pops_;

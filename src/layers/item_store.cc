@@ -144,6 +144,10 @@ std::optional<std::string> ItemStore::pop(Transaction& tr, Side side) {
 
 std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds timeout) {
   if (combined_ && timeout.count() == 0) return combined_->pop(side);
+  return pop_alone(side, timeout);
+}
+
+std::optional<std::string> ItemStore::pop_alone(Side side, std::chrono::milliseconds timeout) {
   if (staged_) return pop_staged(side, timeout);
   TransactionOptions options;
   options.timeout = timeout;
