@@ -41,12 +41,12 @@ void Queue::clear(Transaction& tr) { store_->clear(tr); }
 
 namespace {
 
-std::vector<detail::PushItem> push_items(std::span<const std::string_view> values) {
-  return {values.begin(), values.end()};
-}
-
-std::vector<detail::PushItem> push_items(const std::vector<std::string>& values) {
-  return {values.begin(), values.end()};
+template <typename Values>
+std::vector<detail::PushItem> push_items(const Values& values) {
+  std::vector<detail::PushItem> out;
+  out.reserve(values.size());
+  for (std::string_view v : values) out.push_back({v, 0});
+  return out;
 }
 
 }  // namespace
