@@ -4,6 +4,7 @@
 #include <exception>
 #include <vector>
 
+#include "kvq/error.h"
 #include "layers/item_store.h"
 
 namespace kvq::detail {
@@ -56,12 +57,24 @@ std::optional<std::string> CombinedOps::pop(contention::Side side) {
   return std::move(r.value);
 }
 
-// One push batch for the whole group, in submission order.
+// One push batch for the whole group, in submission order. If the engine refuses it as too large
+// (the group limits are estimates), the halves are pushed in order, down to single pushes, so no
+// push fails that would have succeeded alone.
 void CombinedOps::serve_pushes(std::vector<combining::Request*>& group) {
   std::vector<PushItem> items;
   items.reserve(group.size());
   for (combining::Request* q : group) items.push_back(static_cast<PushRequest*>(q)->item);
-  store_.push_batch(items);
+  push_halving(items);
+}
+
+void CombinedOps::push_halving(std::span<const PushItem> items) {
+  try {
+    store_.push_batch(items);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTransactionTooLarge || items.size() < 2) throw;
+    push_halving(items.first(items.size() / 2));
+    push_halving(items.subspan(items.size() / 2));
+  }
 }
 
 // Pop batches until every pop of the group has an item or the queue is empty: the items go to the

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,7 @@
 namespace kvq::detail {
 
 class ItemStore;
+struct PushItem;
 
 class CombinedOps {
  public:
@@ -38,6 +40,7 @@ class CombinedOps {
 
  private:
   void serve_pushes(std::vector<combining::Request*>& group);
+  void push_halving(std::span<const PushItem> items);
   void serve_pops(std::vector<combining::Request*>& group, contention::Side side);
   bool next_batch(contention::Side side, std::size_t n, std::vector<std::string>* out);
 
