@@ -99,12 +99,13 @@ std::vector<KeyValue> ItemStore::end_items(Transaction& tr, Side side, std::size
 // the read-conflict range (which etcd counts per record) covers exactly the items taken.
 std::vector<std::string> ItemStore::take_fitting(Transaction& tr, Side side, std::size_t n) {
   std::vector<std::string> out;
-  const TransactionUsage before = tr.usage();
+  // (usage() costs a pass over the transaction: not measured for a batch of one.)
+  const TransactionUsage before = n > 1 ? tr.usage() : TransactionUsage{};
   std::vector<KeyValue> first = end_items(tr, side, 1);
   if (first.empty()) return out;
   tr.clear(first[0].key);
   out.push_back(std::move(first[0].value));
-  const std::size_t more = std::min(n - 1, room_for_more(tr, before));
+  const std::size_t more = n > 1 ? std::min(n - 1, room_for_more(tr, before)) : 0;
   // (A limit of 0 would mean "no limit".) Read-your-writes skips the item already cleared.
   std::vector<KeyValue> rest = more > 0 ? end_items(tr, side, more) : std::vector<KeyValue>{};
   for (KeyValue& kv : rest) {
@@ -149,6 +150,8 @@ std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std
       *db_,
       [&](Transaction& tr) -> Out {
         if (attempts++ > 0) return std::nullopt;
+        // A point read of the waiting-request count (not a scan of the request range); it
+        // conflicts with every registration and fulfilment, like a read of the whole range.
         auto waiting = tr.get(staged_->keys().waiting());
         if (waiting && common::decode_le64(*waiting) != 0) return std::nullopt;
         std::vector<std::string> got = take_fitting(tr, side, n);

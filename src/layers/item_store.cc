@@ -179,26 +179,12 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
 // One attempt at the plain pop, unless pops are already waiting (then a new pop must queue up
 // behind them) or the queue looks empty while abandoned deliveries wait to be put back. After a
 // failed attempt (conflict) the pop queues up too; after commit_unknown_result the marker tells.
+// (The batch form with one item: batch_ops.cc.)
 ItemStore::Fast ItemStore::pop_fast(Side side) {
-  const std::string marker = markers_.make();
-  std::vector<std::string> cleared;
-  int attempts = 0;
-  Fast fast = contention::run_once(
-      *db_,
-      [&](Transaction& tr) {
-        if (attempts++ > 0) return Fast{true, std::nullopt};
-        // A point read of the waiting-request count (not a scan of the request range); it
-        // conflicts with every registration and fulfilment, like a read of the whole range.
-        auto waiting = tr.get(staged_->keys().waiting());
-        if (waiting && common::decode_le64(*waiting) != 0) return Fast{true, std::nullopt};
-        Fast f{false, pop_plain(tr, side)};
-        if (!f.value && staged_->has_abandoned(tr)) return Fast{true, std::nullopt};
-        cleared = markers_.write(tr, marker);
-        return f;
-      },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); });
-  if (!fast.staged) markers_.finished(marker, cleared);
-  return fast;
+  std::optional<std::vector<std::string>> got = pop_batch_fast(side, 1);
+  if (!got) return Fast{true, std::nullopt};
+  if (got->empty()) return Fast{false, std::nullopt};
+  return Fast{false, std::move(got->front())};
 }
 
 }  // namespace kvq::detail
