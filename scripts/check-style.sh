@@ -17,7 +17,7 @@ fail() { echo "check-style: $*" >&2; failed=1; }
 layers=(
   "tools/kvq"
   "layers"
-  "layers/contention"
+  "layers/contention layers/combining"
   "client"
   "engine/memory engine/rocksdb engine/etcd engine/testing"
   "engine/pipeline"

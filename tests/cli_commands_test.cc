@@ -1,8 +1,9 @@
 // The CLI's push code (tools/kvq/commands.h: push_values, what `kvq queue push A B C` runs) on a
 // database whose engine injects commit_unknown_result, applied and not applied: every value is
 // pushed exactly once and comes out in the order given, also with several clients pushing at once.
-// (The CLI used to push all values in one transaction of its own retry loop, so a commit that
-// applied but reported commit_unknown_result was pushed again.)
+// (The CLI once pushed all values in one transaction of its own retry loop without a marker, so a
+// commit that applied but reported commit_unknown_result was pushed again; it now uses the layer's
+// push_batch, one transaction with an idempotency marker.)
 #include <gtest/gtest.h>
 
 #include <map>
@@ -54,7 +55,10 @@ std::vector<std::string> values(const std::string& tag, int n) {
 TEST_P(CliPushTest, PushValuesPushesEachValueOnceInOrderDespiteUnknownResults) {
   Queue q(db_, Subspace(Tuple().append("Q").append("one")));
   const auto pushed = values("v", 120);
-  cli::push_values(q, pushed, "queue push");
+  // 60 commands of two values (each one push batch: one transaction), so that faults hit some.
+  for (std::size_t i = 0; i < pushed.size(); i += 2) {
+    cli::push_values(q, {pushed[i], pushed[i + 1]}, "queue push");
+  }
   EXPECT_GT(faulty_->injected_applied(), 0u) << "no applied-but-unknown commit was injected";
   EXPECT_EQ(q.size(), static_cast<std::int64_t>(pushed.size()));
   EXPECT_EQ(drain(q), pushed);

@@ -148,6 +148,12 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue pop --timeout 5", 2, "--timeout: Missing mandatory unit"},
       {"{db} queue pop --timeout 5parsecs", 2, "--timeout"},
       {"{db} queue pop --timeout -1s", 2, "--timeout"},
+      {"{db} queue pop --wait 5", 2, "--wait: Missing mandatory unit"},
+      {"{db} queue pop --wait -1s", 2, "--wait"},
+      {"{db} queue pop --count 0", 2, "--count: Value 0 not in range"},
+      {"{db} queue pop -n x", 2, "--count"},
+      {"{db} queue pop --timeout 1s --wait 1s", 2, "--timeout excludes --wait"},
+      {"{db} queue pop --timeout 1s --count 2", 2, "--timeout excludes --count"},
       {"{db} queue peek extra", 2, "queue peek: unexpected argument 'extra'"},
       {"{db} queue size extra", 2, "queue size: unexpected argument 'extra'"},
       {"{db} queue clear extra", 2, "queue clear: unexpected argument 'extra'"},
@@ -188,6 +194,8 @@ const std::vector<BadCase>& bad_cases() {
        "big"},
       {"{db} pq pop-min extra", 2, "pq pop-min: unexpected argument 'extra'"},
       {"{db} pq pop-max --timeout 1", 2, "--timeout: Missing mandatory unit"},
+      {"{db} pq pop-min --wait 3", 2, "--wait: Missing mandatory unit"},
+      {"{db} pq pop-max --count -2", 2, "--count"},
       {"{db} pq peek-min extra", 2, "pq peek-min: unexpected argument 'extra'"},
       {"{db} pq peek-max extra", 2, "pq peek-max: unexpected argument 'extra'"},
       {"{db} pq size extra", 2, "pq size: unexpected argument 'extra'"},
@@ -340,6 +348,22 @@ TEST_F(CliTest, GlobalOptionsWorkBeforeAndAfterTheSubcommand) {
   CliRun demo = run("demo --db memory: --clients 2 --items 50 --quiet");
   EXPECT_EQ(demo.status, 0) << demo.err;
   EXPECT_NE(demo.out.find("memory:"), std::string::npos) << demo.out;
+}
+
+TEST_F(CliTest, PopCountAndWaitPrintValuesInQueueOrder) {
+  TestDb db;
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that outlives a command";
+  ASSERT_EQ(run(db.flag() + " queue push a b c d e").status, 0);
+  EXPECT_EQ(run(db.flag() + " queue pop --count 3").out, "a\nb\nc\n");
+  EXPECT_EQ(run(db.flag() + " queue pop --wait 5s -n 9").out, "d\ne\n");
+  CliRun empty = run(db.flag() + " queue pop --wait 200ms");
+  EXPECT_EQ(empty.status, 3);
+  EXPECT_EQ(run(db.flag() + " queue pop -n 4").status, 3);
+  ASSERT_EQ(run(db.flag() + " pq push -p 5 five").status, 0);
+  ASSERT_EQ(run(db.flag() + " pq push -p 1 one").status, 0);
+  ASSERT_EQ(run(db.flag() + " pq push -p 9 nine").status, 0);
+  EXPECT_EQ(run(db.flag() + " pq pop-max --count 2").out, "nine\nfive\n");
+  EXPECT_EQ(run(db.flag() + " pq pop-min --wait 1s").out, "one\n");
 }
 
 TEST_F(CliTest, ABinaryValueNearTheLimitRoundTripsThroughStdin) {

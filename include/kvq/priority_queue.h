@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvq/database.h"
@@ -62,6 +63,27 @@ class PriorityQueue {
   std::optional<std::string> pop_max();
   std::optional<std::string> pop_max(std::chrono::milliseconds timeout);
   std::optional<std::string> pop_max(Transaction& tr);
+
+  // ---- batches and blocking waits ----
+  // Inserts (value, priority) pairs in ONE transaction with one idempotency marker (not inserted
+  // twice when retried after commit_unknown_result); items of equal priority keep the batch's
+  // order. Throws value_too_large / transaction_too_large before writing anything, as
+  // Queue::push_batch.
+  void push_batch(const std::vector<std::pair<std::string, std::int64_t>>& items);
+  // As push_batch inside the caller's transaction.
+  void push_batch(Transaction& tr, const std::vector<std::pair<std::string, std::int64_t>>& items);
+  // Removes and returns up to `n` items in ONE transaction, in the order n pop_min (pop_max) calls
+  // would return them: lowest priority first, oldest first within a priority (pop_max: highest
+  // first, newest first). Fewer than n if the queue holds fewer or the engine's transaction limits
+  // cut the batch (as Queue::pop_batch).
+  std::vector<std::string> pop_min_batch(std::size_t n);
+  std::vector<std::string> pop_min_batch(Transaction& tr, std::size_t n);
+  std::vector<std::string> pop_max_batch(std::size_t n);
+  std::vector<std::string> pop_max_batch(Transaction& tr, std::size_t n);
+  // As pop_min() / pop_max(), blocking while the queue is empty until an item comes (woken by a
+  // watch, not polling) or `timeout` passes (nullopt), as Queue::pop_wait.
+  std::optional<std::string> pop_min_wait(std::chrono::milliseconds timeout);
+  std::optional<std::string> pop_max_wait(std::chrono::milliseconds timeout);
 
   // The item pop_min / pop_max would return, without removing it; nullopt if empty.
   std::optional<std::string> peek_min();

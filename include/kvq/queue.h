@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,13 @@ struct QueueOptions {
   // in the same transaction, to dead_letters() instead: when a lease of its max_attempts-th
   // delivery runs out or is nacked. 0 = unlimited; < 0 is invalid_option_value. Default: 0.
   int max_attempts = 0;
+  // Flat combining within this process: threads that push to (or pop from) the same object at
+  // once are served by one of them in one transaction (a push or pop batch), each getting its own
+  // item or acknowledgement, in the order they called. Applies to push(value) and to pops without
+  // a timeout (pop(), pop_min(), pop_max(), the *_wait forms); the Transaction& overloads and pops
+  // with a timeout run alone. Guarantees are those of the single operations (exactly once, order,
+  // idempotent under commit_unknown_result). docs/queues.md, "Combining". Default: false.
+  bool combine = false;
 };
 
 class Queue {
@@ -108,6 +116,30 @@ class Queue {
   // requests in this transaction (as many as fit in the engine's transaction limits), so it does
   // not overtake them either.
   std::optional<std::string> pop(Transaction& tr);
+
+  // ---- batches and blocking waits ----
+  // Appends `values` at the back in order (they pop in this order), in ONE transaction, with one
+  // idempotency marker: not inserted twice when retried after commit_unknown_result. Throws
+  // value_too_large if any value is over kMaxValueSize, and transaction_too_large if the batch does
+  // not fit in one transaction of the engine (Database::limits(): 10 MB; on etcd also
+  // --max-txn-ops, 128 operations by default, so about 100 items), in both cases before anything
+  // is written: split the batch then. An empty batch does nothing.
+  void push_batch(const std::vector<std::string>& values);
+  void push_batch(std::span<const std::string_view> values);
+  // As push_batch inside the caller's transaction (no marker; idempotency is the caller's).
+  void push_batch(Transaction& tr, const std::vector<std::string>& values);
+  void push_batch(Transaction& tr, std::span<const std::string_view> values);
+  // Removes and returns up to `n` items from the front, in queue order, in ONE transaction
+  // (idempotent under commit_unknown_result as pop()). Fewer than n if the queue holds fewer, or
+  // if more would not fit in one transaction of the engine (on etcd about 100). Empty if the
+  // queue is empty. High-contention mode: serves waiting pop requests first (no overtaking).
+  std::vector<std::string> pop_batch(std::size_t n);
+  // As pop_batch inside the caller's transaction.
+  std::vector<std::string> pop_batch(Transaction& tr, std::size_t n);
+  // As pop(), but while the queue is empty it blocks until an item comes (woken by a watch on the
+  // size counter, which every push writes: no polling) or `timeout` passes: nullopt then. Throws
+  // non-retryable engine errors (connection_failed if the engine's watch stream broke).
+  std::optional<std::string> pop_wait(std::chrono::milliseconds timeout);
 
   // The front item without removing it; nullopt if empty. Adds a read conflict on it.
   std::optional<std::string> peek();

@@ -51,21 +51,33 @@ std::optional<std::int64_t> item_pushed_us(std::string_view random) {
   return us;
 }
 
-std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
-                           const contention::ItemRange& items, bool prioritized,
-                           std::int64_t priority, std::string_view random) {
+std::int64_t next_item_position(Transaction& tr, const Subspace& subspace,
+                                const contention::ItemRange& items, bool prioritized,
+                                std::int64_t priority) {
   if (!prioritized) {
     // The recipe's last_index: a snapshot read of the last item, so pushes never conflict.
     auto last =
         tr.get_range(items.begin, items.end, {.limit = 1, .reverse = true, .snapshot = true});
     std::int64_t index = last.empty() ? 0 : subspace.unpack(last[0].key).get_int(0);
     if (index == INT64_MAX) throw Error(ErrorCode::kInternalError, "queue: index overflow");
-    return subspace.pack(Tuple().append(index + 1).append(Bytes(random)));
+    return index + 1;
   }
   KeyRange r = subspace.range(Tuple().append(priority));
   auto last = tr.get_range(r.begin, r.end, {.limit = 1, .reverse = true, .snapshot = true});
-  std::int64_t count = last.empty() ? 0 : subspace.unpack(last[0].key).get_int(1) + 1;
-  return subspace.pack(Tuple().append(priority).append(count).append(Bytes(random)));
+  return last.empty() ? 0 : subspace.unpack(last[0].key).get_int(1) + 1;
+}
+
+std::string pack_item_key(const Subspace& subspace, bool prioritized, std::int64_t priority,
+                          std::int64_t position, std::string_view random) {
+  if (!prioritized) return subspace.pack(Tuple().append(position).append(Bytes(random)));
+  return subspace.pack(Tuple().append(priority).append(position).append(Bytes(random)));
+}
+
+std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
+                           const contention::ItemRange& items, bool prioritized,
+                           std::int64_t priority, std::string_view random) {
+  return pack_item_key(subspace, prioritized, priority,
+                       next_item_position(tr, subspace, items, prioritized, priority), random);
 }
 
 ItemKey parse_item_key(const Subspace& subspace, std::string_view key, bool prioritized) {

@@ -30,6 +30,16 @@ std::string new_item_random();
 // older kvq (not 20 bytes, or a time before 2020 or in the future).
 std::optional<std::int64_t> item_pushed_us(std::string_view random);
 
+// The next position at the back of the items of `priority` (Queue: last index + 1; PriorityQueue:
+// last count of that priority + 1), from a snapshot read (pushes never conflict). Throws
+// internal_error on index overflow.
+std::int64_t next_item_position(Transaction& tr, const Subspace& subspace,
+                                const contention::ItemRange& items, bool prioritized,
+                                std::int64_t priority);
+// The item key at `position` (Queue: (position, random); PriorityQueue: (priority, position,
+// random)).
+std::string pack_item_key(const Subspace& subspace, bool prioritized, std::int64_t priority,
+                          std::int64_t position, std::string_view random);
 // The key a push of `priority` with `random` goes to: the recipe's last index + 1 (Queue) or the
 // last count of that priority + 1 (PriorityQueue), from snapshot reads (pushes never conflict).
 // Throws internal_error on index overflow.

@@ -6,8 +6,9 @@
 #include "common/random.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
+#include "layers/combined_ops.h"
+#include "layers/contention/run_once.h"
 #include "layers/item_keys.h"
-#include "layers/marked_run.h"
 
 namespace kvq::detail {
 namespace {
@@ -44,24 +45,34 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptio
   if (options_.high_contention) {
     staged_ = std::make_unique<contention::StagedPops>(db_, control_, items_, options_.contention);
   }
+  if (options_.combine) combined_ = std::make_unique<CombinedOps>(*this);
 }
 
-// body(tr) with an idempotency marker as the identity (marked_run.h).
-template <typename Body>
-auto ItemStore::run_marked(Body&& body, const TransactionOptions& options) {
-  return detail::run_marked(*db_, markers_, std::forward<Body>(body), options);
-}
+ItemStore::~ItemStore() = default;
 
 // ---- push ----------------------------------------------------------------------------------
 
-std::string ItemStore::item_key(Transaction& tr, std::int64_t priority, const std::string& random) {
-  return fresh_item_key(tr, subspace_, items_, prioritized_, priority, random);
+std::int64_t ItemStore::next_position(Transaction& tr, std::int64_t priority) {
+  return next_item_position(tr, subspace_, items_, prioritized_, priority);
 }
 
-void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t priority) {
+std::string ItemStore::pack_item(std::int64_t priority, std::int64_t position,
+                                 const std::string& random) {
+  return pack_item_key(subspace_, prioritized_, priority, position, random);
+}
+
+std::string ItemStore::item_key(Transaction& tr, std::int64_t priority, const std::string& random) {
+  return pack_item(priority, next_position(tr, priority), random);
+}
+
+void ItemStore::check_value(std::string_view value) {
   if (value.size() > kMaxValueSize) {
     throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
   }
+}
+
+void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t priority) {
+  check_value(value);
   tr.set(item_key(tr, priority, new_item_random()), value);
   tr.atomic_add(items_.size_key, std::int64_t{1});
 }
@@ -69,9 +80,8 @@ void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t prior
 void ItemStore::push(std::string_view value, std::int64_t priority) {
   // The item's random part is chosen once, outside the retry loop, with the marker.
   const std::string random = new_item_random();
-  if (value.size() > kMaxValueSize) {
-    throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
-  }
+  check_value(value);
+  if (combined_) return combined_->push(value, priority);
   run_marked([&](Transaction& tr) {
     tr.set(item_key(tr, priority, random), value);
     tr.atomic_add(items_.size_key, std::int64_t{1});
@@ -122,6 +132,11 @@ std::optional<std::string> ItemStore::pop(Transaction& tr, Side side) {
 }
 
 std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds timeout) {
+  if (combined_ && timeout.count() == 0) return combined_->pop(side);
+  return pop_alone(side, timeout);
+}
+
+std::optional<std::string> ItemStore::pop_alone(Side side, std::chrono::milliseconds timeout) {
   if (staged_) return pop_staged(side, timeout);
   TransactionOptions options;
   options.timeout = timeout;
@@ -153,26 +168,12 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
 // One attempt at the plain pop, unless pops are already waiting (then a new pop must queue up
 // behind them) or the queue looks empty while abandoned deliveries wait to be put back. After a
 // failed attempt (conflict) the pop queues up too; after commit_unknown_result the marker tells.
+// (The batch form with one item: batch_ops.cc.)
 ItemStore::Fast ItemStore::pop_fast(Side side) {
-  const std::string marker = markers_.make();
-  std::vector<std::string> cleared;
-  int attempts = 0;
-  Fast fast = contention::run_once(
-      *db_,
-      [&](Transaction& tr) {
-        if (attempts++ > 0) return Fast{true, std::nullopt};
-        // A point read of the waiting-request count (not a scan of the request range); it
-        // conflicts with every registration and fulfilment, like a read of the whole range.
-        auto waiting = tr.get(staged_->keys().waiting());
-        if (waiting && common::decode_le64(*waiting) != 0) return Fast{true, std::nullopt};
-        Fast f{false, pop_plain(tr, side)};
-        if (!f.value && staged_->has_abandoned(tr)) return Fast{true, std::nullopt};
-        cleared = markers_.write(tr, marker);
-        return f;
-      },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, markers_.resolve_window());
-  if (!fast.staged) markers_.finished(marker, cleared);
-  return fast;
+  std::optional<std::vector<std::string>> got = pop_batch_fast(side, 1);
+  if (!got) return Fast{true, std::nullopt};
+  if (got->empty()) return Fast{false, std::nullopt};
+  return Fast{false, std::move(got->front())};
 }
 
 }  // namespace kvq::detail

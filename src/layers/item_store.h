@@ -10,15 +10,20 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "kvq/database.h"
 #include "kvq/queue.h"
 #include "kvq/subspace.h"
 #include "layers/contention/control.h"
+#include "layers/contention/run_once.h"
 #include "layers/contention/staged_pop.h"
 #include "layers/contention/stats.h"
+#include "layers/marked_run.h"
 #include "layers/markers.h"
 #include "layers/work_items.h"
 
@@ -26,13 +31,26 @@ namespace kvq::detail {
 
 using contention::Side;
 
+class CombinedOps;
+
+// One item of a push batch: the value and, for priority queues, its priority.
+struct PushItem {
+  std::string_view value;
+  std::int64_t priority = 0;
+};
+
 class ItemStore {
  public:
+  static constexpr std::size_t kRandomSize = 20;  // of item keys, as the recipes' os.urandom(20)
+
   // `prioritized` selects the PriorityQueue layout (priority, count, random); otherwise the Queue
   // layout (index, random). Throws invalid_argument for a null db, invalid_option_value for bad
   // options. Does no I/O.
   ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options,
             bool prioritized);
+  ~ItemStore();
+  ItemStore(const ItemStore&) = delete;
+  ItemStore& operator=(const ItemStore&) = delete;
 
   // Push with its own retry loop and idempotency marker. `priority` is ignored for queues.
   void push(std::string_view value, std::int64_t priority);
@@ -47,6 +65,33 @@ class ItemStore {
   std::int64_t size(Transaction& tr);
   void clear(Transaction& tr);
 
+  // ---- batches (batch_ops.cc) ----
+  // Pushes `items` in order, in one transaction with its own retry loop and one marker (not
+  // inserted twice after commit_unknown_result). Throws value_too_large for an item over
+  // kMaxValueSize and transaction_too_large if the batch does not fit in one transaction of the
+  // engine (Database::limits()), both before anything is written.
+  void push_batch(std::span<const PushItem> items);
+  // As push_batch inside `tr` (idempotency is the caller's).
+  void push_batch(Transaction& tr, std::span<const PushItem> items);
+  // Pops up to `n` items from `side` in one transaction (own retry loop and marker), in the order
+  // single pops would return them; fewer if the queue holds fewer, or if more would not fit in one
+  // transaction of the engine. High-contention mode: serves waiting requests first.
+  std::vector<std::string> pop_batch(Side side, std::size_t n);
+  // As pop_batch inside `tr`.
+  std::vector<std::string> pop_batch(Transaction& tr, Side side, std::size_t n);
+  // High-contention mode's fast path for a batch: one attempt at pop_batch; nullopt if pops are
+  // waiting (a new pop must queue up behind them), the attempt conflicted, or the queue looks
+  // empty while abandoned deliveries wait to be put back. Then the pops should be staged.
+  std::optional<std::vector<std::string>> pop_batch_fast(Side side, std::size_t n);
+  // pop(side, timeout) without combining (a combined pop that must be staged runs this).
+  std::optional<std::string> pop_alone(Side side, std::chrono::milliseconds timeout);
+  bool high_contention() const { return staged_ != nullptr; }
+
+  // ---- blocking waits (waiting.cc) ----
+  // A pop that, while the queue is empty, blocks on a watch of the size counter (written by every
+  // push) until an item comes or `timeout` passes (nullopt then).
+  std::optional<std::string> pop_wait(Side side, std::chrono::milliseconds timeout);
+
   const Subspace& subspace() const { return subspace_; }
   Database& db() { return *db_; }
   // Finished idempotency markers this object still has in the store (for tests).
@@ -60,9 +105,24 @@ class ItemStore {
     bool staged = false;  // the pop must queue up behind others
     std::optional<std::string> value;
   };
+  // body(tr) with an idempotency marker as the identity (marked_run.h).
   template <typename Body>
-  auto run_marked(Body&& body, const TransactionOptions& options = {});
+  auto run_marked(Body&& body, const TransactionOptions& options = {}) {
+    return detail::run_marked(*db_, markers_, std::forward<Body>(body), options);
+  }
+  // The next position at the back of the items of `priority` (Queue: index; PriorityQueue: count),
+  // from a snapshot read of the last such item.
+  std::int64_t next_position(Transaction& tr, std::int64_t priority);
+  std::string pack_item(std::int64_t priority, std::int64_t position, const std::string& random);
   std::string item_key(Transaction& tr, std::int64_t priority, const std::string& random);
+  // Throws value_too_large for a value over kMaxValueSize.
+  static void check_value(std::string_view value);
+  std::vector<KeyValue> end_items(Transaction& tr, Side side, std::size_t n);
+  void write_batch(Transaction& tr, std::span<const PushItem> items,
+                   const std::vector<std::string>& randoms);
+  void check_fits(Transaction& tr, std::size_t count);
+  std::vector<std::string> take_fitting(Transaction& tr, Side side, std::size_t n);
+  std::size_t room_for_more(Transaction& tr, const TransactionUsage& before);
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
   std::optional<std::string> pop_plain(Transaction& tr, Side side);
   std::optional<std::string> pop_staged(Side side, std::chrono::milliseconds timeout);
@@ -76,7 +136,8 @@ class ItemStore {
   contention::ItemRange items_;
   Markers markers_;
   std::unique_ptr<contention::StagedPops> staged_;  // high-contention mode only
-  WorkItems work_;  // releases due timers at the start of every pop and peek
+  WorkItems work_;                         // releases due timers at the start of every pop and peek
+  std::unique_ptr<CombinedOps> combined_;  // options.combine only
 };
 
 }  // namespace kvq::detail

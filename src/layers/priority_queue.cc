@@ -63,6 +63,48 @@ void PriorityQueue::clear() {
 }
 void PriorityQueue::clear(Transaction& tr) { store_->clear(tr); }
 
+// ---- batches and blocking waits ----
+
+namespace {
+
+std::vector<detail::PushItem> push_items(
+    const std::vector<std::pair<std::string, std::int64_t>>& items) {
+  std::vector<detail::PushItem> out;
+  out.reserve(items.size());
+  for (const auto& [value, priority] : items) out.push_back({value, priority});
+  return out;
+}
+
+}  // namespace
+
+void PriorityQueue::push_batch(const std::vector<std::pair<std::string, std::int64_t>>& items) {
+  store_->push_batch(push_items(items));
+}
+void PriorityQueue::push_batch(Transaction& tr,
+                               const std::vector<std::pair<std::string, std::int64_t>>& items) {
+  store_->push_batch(tr, push_items(items));
+}
+
+std::vector<std::string> PriorityQueue::pop_min_batch(std::size_t n) {
+  return store_->pop_batch(Side::kFront, n);
+}
+std::vector<std::string> PriorityQueue::pop_min_batch(Transaction& tr, std::size_t n) {
+  return store_->pop_batch(tr, Side::kFront, n);
+}
+std::vector<std::string> PriorityQueue::pop_max_batch(std::size_t n) {
+  return store_->pop_batch(Side::kBack, n);
+}
+std::vector<std::string> PriorityQueue::pop_max_batch(Transaction& tr, std::size_t n) {
+  return store_->pop_batch(tr, Side::kBack, n);
+}
+
+std::optional<std::string> PriorityQueue::pop_min_wait(std::chrono::milliseconds timeout) {
+  return store_->pop_wait(Side::kFront, timeout);
+}
+std::optional<std::string> PriorityQueue::pop_max_wait(std::chrono::milliseconds timeout) {
+  return store_->pop_wait(Side::kBack, timeout);
+}
+
 const Subspace& PriorityQueue::subspace() const { return store_->subspace(); }
 
 }  // namespace kvq

@@ -37,6 +37,44 @@ void Queue::clear() {
 }
 void Queue::clear(Transaction& tr) { store_->clear(tr); }
 
+// ---- batches and blocking waits ----
+
+namespace {
+
+template <typename Values>
+std::vector<detail::PushItem> push_items(const Values& values) {
+  std::vector<detail::PushItem> out;
+  out.reserve(values.size());
+  for (std::string_view v : values) out.push_back({v, 0});
+  return out;
+}
+
+}  // namespace
+
+void Queue::push_batch(const std::vector<std::string>& values) {
+  store_->push_batch(push_items(values));
+}
+void Queue::push_batch(std::span<const std::string_view> values) {
+  store_->push_batch(push_items(values));
+}
+void Queue::push_batch(Transaction& tr, const std::vector<std::string>& values) {
+  store_->push_batch(tr, push_items(values));
+}
+void Queue::push_batch(Transaction& tr, std::span<const std::string_view> values) {
+  store_->push_batch(tr, push_items(values));
+}
+
+std::vector<std::string> Queue::pop_batch(std::size_t n) {
+  return store_->pop_batch(Side::kFront, n);
+}
+std::vector<std::string> Queue::pop_batch(Transaction& tr, std::size_t n) {
+  return store_->pop_batch(tr, Side::kFront, n);
+}
+
+std::optional<std::string> Queue::pop_wait(std::chrono::milliseconds timeout) {
+  return store_->pop_wait(Side::kFront, timeout);
+}
+
 const Subspace& Queue::subspace() const { return store_->subspace(); }
 
 }  // namespace kvq

@@ -140,6 +140,44 @@ int print_value(const std::optional<std::string>& value, bool raw, const std::st
   return kExitOk;
 }
 
+void add_pop_flags(CLI::App* pop, PopFlags& flags) {
+  pop->add_flag("--raw,-r", flags.raw, "print the value's bytes only, no newline");
+  auto* timeout =
+      pop->add_option("--timeout", flags.timeout_ms,
+                      "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
+          ->transform(DurationMs())
+          ->check(CLI::NonNegativeNumber);
+  auto* wait = pop->add_option("--wait", flags.wait_ms,
+                               "while empty, wait this long for a value (exit 3 if none came): "
+                               "500ms, 5s, 1m; woken by a watch, not polling")
+                   ->transform(DurationMs())
+                   ->check(CLI::NonNegativeNumber);
+  auto* count = pop->add_option("--count,-n", flags.count,
+                                "pop up to N values in one transaction, one per line")
+                    ->check(CLI::Range(1, 1'000'000));
+  timeout->excludes(wait)->excludes(count);
+}
+
+int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
+  std::vector<std::string> values;
+  const auto count = static_cast<std::size_t>(flags.count);
+  if (flags.wait_ms > 0) {
+    if (auto first = fns.wait(std::chrono::milliseconds(flags.wait_ms))) {
+      values.push_back(std::move(*first));
+      if (count > 1) {
+        for (auto& v : fns.batch(count - 1)) values.push_back(std::move(v));
+      }
+    }
+  } else if (count == 1) {
+    if (auto v = fns.timed(std::chrono::milliseconds(flags.timeout_ms))) values.push_back(*v);
+  } else {
+    values = fns.batch(count);
+  }
+  if (values.empty()) return print_value(std::nullopt, flags.raw, what);
+  for (const auto& v : values) print_value(v, flags.raw, what);
+  return kExitOk;
+}
+
 std::string escape(const std::string& s) {
   static const char* hex = "0123456789abcdef";
   std::string out;

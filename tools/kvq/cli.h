@@ -8,6 +8,8 @@
 #define KVQ_TOOLS_KVQ_CLI_H_
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -81,6 +83,25 @@ std::vector<std::string> read_values(const std::vector<std::string>& args, std::
 // Prints `value` and a newline (raw: the value's bytes only) to stdout and returns kExitOk; for
 // nullopt prints "kvq: <what> is empty" to stderr and returns kExitEmpty.
 int print_value(const std::optional<std::string>& value, bool raw, const std::string& what);
+
+// The flags of `queue pop`, `pq pop-min` and `pq pop-max`.
+struct PopFlags {
+  bool raw = false;
+  std::int64_t timeout_ms = 0;  // --timeout: a single pop that gives up (timed_out) after this
+  std::int64_t wait_ms = 0;     // --wait: block this long for a value while empty (0 = don't)
+  int count = 1;                // --count: up to this many values, in one pop batch
+};
+// What one pop command runs on its structure: a pop with a timeout, a blocking wait, a batch.
+struct PopFns {
+  std::function<std::optional<std::string>(std::chrono::milliseconds)> timed, wait;
+  std::function<std::vector<std::string>(std::size_t)> batch;
+};
+// Registers --raw, --timeout, --wait and --count on `pop` (--timeout excludes the other two).
+void add_pop_flags(CLI::App* pop, PopFlags& flags);
+// Runs a pop command and prints each value as print_value does; kExitEmpty if none. With --wait
+// the first value is waited for (pop_wait) and up to count - 1 more follow in one pop batch;
+// without, up to count values in one pop batch (count 1: a single pop, with --timeout if given).
+int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what);
 
 // `s` with bytes outside printable ASCII as \xNN and backslash as \\ (one line, for dump).
 std::string escape(const std::string& s);

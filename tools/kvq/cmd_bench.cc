@@ -61,12 +61,14 @@ struct Target {
     QueueOptions qo;
     qo.high_contention = mode == "hc";
     qo.contention.batch_size = o.batch_size;
+    qo.combine = o.combine;
     return qo;
   }
   static PriorityQueueOptions pq_options(const BenchOptions& o, const std::string& mode) {
     PriorityQueueOptions po;
     po.high_contention = mode == "hc";
     po.contention.batch_size = o.batch_size;
+    po.combine = o.combine;
     return po;
   }
 
@@ -222,7 +224,7 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
   const ContentionSnapshot c1;
   Row r;
   r.kind = kind;
-  r.mode = mode;
+  r.mode = o.combine ? mode + "+c" : mode;
   r.op = op;
   r.clients = clients;
   fill_rates(r, run, before, db->stats(), c0, c1);
@@ -234,13 +236,13 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
 }
 
 void print_header() {
-  std::printf("%-6s %-6s %-5s %7s %10s %10s %12s %9s %9s %8s %7s %6s %8s\n", "kind", "mode", "op",
+  std::printf("%-6s %-8s %-5s %7s %10s %10s %12s %9s %9s %8s %7s %6s %8s\n", "kind", "mode", "op",
               "clients", "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us", "cpu us/op",
               "staged", "batch", "bconf/b");
 }
 
 void print_row(const Row& r) {
-  std::printf("%-6s %-6s %-5s %7d %10.0f %10.3f %12.3f %9.1f %9.1f %8.1f %6.0f%% %6.1f %8.3f\n",
+  std::printf("%-6s %-8s %-5s %7d %10.0f %10.3f %12.3f %9.1f %9.1f %8.1f %6.0f%% %6.1f %8.3f\n",
               r.kind.c_str(), r.mode.c_str(), r.op.c_str(), r.clients, r.ops_per_s,
               r.retries_per_op, r.conflicts_per_op, r.p50_us, r.p99_us, r.cpu_us_per_op,
               100 * r.staged_share, r.batch_size, r.batch_conflicts);
@@ -252,6 +254,7 @@ void print_json(const BenchOptions& o, const std::vector<Row>& rows) {
   j["url"] = o.url;
   j["seconds"] = o.seconds;
   j["batch_size"] = o.batch_size;
+  j["combine"] = o.combine;
   j["nproc"] = std::thread::hardware_concurrency();
   j["results"] = nlohmann::json::array();
   for (const auto& r : rows) {
@@ -333,6 +336,8 @@ void add_bench_command(CLI::App& app, Context& ctx) {
                    "high-contention requests served per fulfilment transaction")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
+  bench->add_flag("--combine", o->combine,
+                  "flat combining: threads of this process share push / pop transactions");
   bench->add_flag("--json", o->json, "print JSON instead of a table");
   set_action(bench, ctx, [&ctx, o] {
     o->url = ctx.url_or_memory();

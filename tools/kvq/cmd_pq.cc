@@ -13,9 +13,9 @@ struct PqArgs {
   std::string name = "default";
   std::string value;
   std::int64_t priority = 0;
-  bool raw = false;
-  std::int64_t timeout_ms = 0;
-  std::int64_t delay_ms = 0;
+  PopFlags pop;
+  bool raw = false;           // peek
+  std::int64_t delay_ms = 0;  // push --delay
 };
 
 PriorityQueue open_pq(const Context& ctx, const PqArgs& args) {
@@ -48,15 +48,14 @@ void add_pop(CLI::App* pq, Context& ctx, std::shared_ptr<PqArgs> args, bool max)
             "empty)"
           : "remove and print a lowest-priority value (the oldest of that priority; exit 3 if "
             "empty)");
-  pop->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
-  pop->add_option("--timeout", args->timeout_ms,
-                  "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
-      ->transform(DurationMs())
-      ->check(CLI::NonNegativeNumber);
+  add_pop_flags(pop, args->pop);
   set_action(pop, ctx, [&ctx, args, max] {
     PriorityQueue p = open_pq(ctx, *args);
-    const std::chrono::milliseconds timeout(args->timeout_ms);
-    return print_value(max ? p.pop_max(timeout) : p.pop_min(timeout), args->raw, "priority queue");
+    PopFns fns{
+        [&](std::chrono::milliseconds t) { return max ? p.pop_max(t) : p.pop_min(t); },
+        [&](std::chrono::milliseconds t) { return max ? p.pop_max_wait(t) : p.pop_min_wait(t); },
+        [&](std::size_t n) { return max ? p.pop_max_batch(n) : p.pop_min_batch(n); }};
+    return run_pop(fns, args->pop, "priority queue");
   });
 }
 

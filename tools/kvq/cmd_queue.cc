@@ -12,9 +12,9 @@ namespace {
 struct QueueArgs {
   std::string name = "default";
   std::vector<std::string> values;
-  bool raw = false;
-  std::int64_t timeout_ms = 0;
-  std::int64_t delay_ms = 0;
+  PopFlags pop;
+  bool raw = false;           // peek
+  std::int64_t delay_ms = 0;  // push --delay
 };
 
 Queue open_queue(const Context& ctx, const QueueArgs& args) {
@@ -25,7 +25,9 @@ Queue open_queue(const Context& ctx, const QueueArgs& args) {
 
 void add_push(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> args) {
   auto* push = queue->add_subcommand(
-      "push", "append each VALUE at the back, in order (each push its own transaction)");
+      "push",
+      "append each VALUE at the back, in order, in one transaction (split, in order, into several "
+      "only if the engine cannot take them in one)");
   push->add_option("value", args->values, "values to push; '-' reads one value from stdin")
       ->required();
   push->add_option("--delay", args->delay_ms, "invisible for this long: 500ms, 10s, 1m")
@@ -43,14 +45,13 @@ void add_push(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> args) {
 
 void add_pop_and_peek(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> args) {
   auto* pop = queue->add_subcommand("pop", "remove and print the front value (exit 3 if empty)");
-  pop->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
-  pop->add_option("--timeout", args->timeout_ms,
-                  "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
-      ->transform(DurationMs())
-      ->check(CLI::NonNegativeNumber);
+  add_pop_flags(pop, args->pop);
   set_action(pop, ctx, [&ctx, args] {
     Queue q = open_queue(ctx, *args);
-    return print_value(q.pop(std::chrono::milliseconds(args->timeout_ms)), args->raw, "queue");
+    PopFns fns{[&](std::chrono::milliseconds t) { return q.pop(t); },
+               [&](std::chrono::milliseconds t) { return q.pop_wait(t); },
+               [&](std::size_t n) { return q.pop_batch(n); }};
+    return run_pop(fns, args->pop, "queue");
   });
   auto* peek = queue->add_subcommand("peek", "print the front value (exit 3 if empty)");
   peek->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
@@ -75,17 +76,50 @@ void add_size_and_clear(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs
 
 }  // namespace
 
+namespace {
+
+// Pushes values[begin, end) with push_batch, halving the range (in order) while the engine cannot
+// take it in one transaction. Returns how many values were pushed before an error, via *done.
+void push_range(Queue& queue, const std::vector<std::string>& values, std::size_t begin,
+                std::size_t end, std::size_t* done) {
+  try {
+    queue.push_batch(std::vector<std::string>(values.begin() + static_cast<std::ptrdiff_t>(begin),
+                                              values.begin() + static_cast<std::ptrdiff_t>(end)));
+    *done = end;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTransactionTooLarge || end - begin < 2) throw;
+    const std::size_t mid = begin + (end - begin) / 2;
+    push_range(queue, values, begin, mid, done);
+    push_range(queue, values, mid, end, done);
+  }
+}
+
+// Pushes each value with its own push(value, options): delayed pushes have no batch form.
+void push_each(Queue& queue, const std::vector<std::string>& values, const PushOptions& options,
+               std::size_t* done) {
+  for (const std::string& value : values) {
+    queue.push(value, options);
+    ++*done;
+  }
+}
+
+}  // namespace
+
 void push_values(Queue& queue, const std::vector<std::string>& values, const std::string& command,
                  const PushOptions& options) {
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    try {
-      queue.push(values[i], options);
-    } catch (const Error& e) {
-      if (i == 0) throw;
-      throw CliError(kExitError, command + ": " + std::to_string(i) + " of " +
-                                     std::to_string(values.size()) +
-                                     " values were pushed, then: " + e.what());
+  const bool delayed = options.delay.count() > 0 || options.not_before.has_value();
+  std::size_t done = 0;
+  try {
+    if (delayed) {
+      push_each(queue, values, options, &done);
+    } else {
+      push_range(queue, values, 0, values.size(), &done);
     }
+  } catch (const Error& e) {
+    if (done == 0) throw;
+    throw CliError(kExitError, command + ": " + std::to_string(done) + " of " +
+                                   std::to_string(values.size()) +
+                                   " values were pushed, then: " + e.what());
   }
 }
 

@@ -30,11 +30,12 @@ void add_demo_command(CLI::App& app, Context& ctx);
 // `kvq bench` (cmd_bench.cc).
 void add_bench_command(CLI::App& app, Context& ctx);
 
-// Pushes `values` onto `queue` in order, each with the layer's idempotent Queue::push(value) (its
-// own transaction and retry loop, never inserted twice after commit_unknown_result), so values
-// come out in this order. On a kvq::Error throws CliError(kExitError) saying how many values were
-// pushed before it; `command` names the command in that message. `options` (a delay) applies to
-// each push.
+// Pushes `values` onto `queue` in order with the layer's idempotent Queue::push_batch (one
+// transaction and retry loop, never inserted twice after commit_unknown_result); if the engine
+// cannot take them in one transaction (etcd's --max-txn-ops), in consecutive batches, halved until
+// they fit. With a delay in `options`, each value is pushed on its own (idempotently too). So
+// values come out in this order. On a kvq::Error throws CliError(kExitError) saying how many values
+// were pushed before it; `command` names the command in that message.
 void push_values(Queue& queue, const std::vector<std::string>& values, const std::string& command,
                  const PushOptions& options = {});
 
@@ -58,6 +59,7 @@ struct BenchOptions {
   std::vector<std::string> ops = {"push", "pop"};
   int prefill = 100000;
   int batch_size = 128;  // HighContentionOptions::batch_size
+  bool combine = false;  // QueueOptions::combine (flat combining of one process's threads)
   bool json = false;
 };
 // Runs the contention benchmark; table (or JSON) on stdout. Returns the exit status.

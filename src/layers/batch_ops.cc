@@ -1,0 +1,168 @@
+// ItemStore's batch operations (item_store.h, "batches"): many pushes or pops in one transaction,
+// in order. A push batch allocates its positions with one snapshot read per priority (Queue: one
+// read) and then counts up, so its items keep the batch's order; a pop batch reads the first (or
+// last) n items with one range read and clears them. docs/queues.md, "Batches".
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/bytes.h"
+#include "common/random.h"
+#include "kvq/error.h"
+#include "layers/item_store.h"
+
+namespace kvq::detail {
+namespace {
+
+// Room kept in a batch's transaction for what the layer adds after the items: the size counter,
+// the idempotency marker and the finished markers it clears (markers.h: up to 16), a sweep.
+constexpr std::size_t kReserveOperations = 24;
+constexpr std::size_t kReserveBytes = 8192;
+// Slack per item when extrapolating a pop batch's cost from its first item (keys differ a little).
+constexpr std::size_t kSlackBytesPerItem = 64;
+
+std::size_t room(std::size_t limit, std::size_t used, std::size_t reserve) {
+  return limit > used + reserve ? limit - used - reserve : 0;
+}
+
+// One random part per item (item keys end with one, as single pushes).
+std::vector<std::string> random_parts(std::size_t n) {
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.push_back(common::random_bytes(ItemStore::kRandomSize));
+  return out;
+}
+
+}  // namespace
+
+// ---- push batches --------------------------------------------------------------------------
+
+void ItemStore::check_fits(Transaction& tr, std::size_t count) {
+  const TransactionLimits limits = db_->limits();
+  const TransactionUsage u = tr.usage();
+  if (u.bytes + kReserveBytes <= limits.max_bytes &&
+      u.operations + kReserveOperations <= limits.max_operations) {
+    return;
+  }
+  throw Error(ErrorCode::kTransactionTooLarge,
+              "queue: push_batch of " + std::to_string(count) + " items needs " +
+                  std::to_string(u.bytes) + " bytes and " + std::to_string(u.operations) +
+                  " operations, more than one transaction of this engine takes (" +
+                  std::to_string(limits.max_bytes) + " bytes, " +
+                  std::to_string(limits.max_operations) +
+                  " operations, less a small reserve): split the batch; nothing was written");
+}
+
+// Writes `items` at consecutive positions per priority (one snapshot read per priority), with the
+// given random parts, and adds them to the size counter.
+void ItemStore::write_batch(Transaction& tr, std::span<const PushItem> items,
+                            const std::vector<std::string>& randoms) {
+  std::map<std::int64_t, std::int64_t> position;  // priority -> next position
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    auto [it, fresh] = position.try_emplace(items[i].priority, 0);
+    if (fresh) it->second = next_position(tr, items[i].priority);
+    tr.set(pack_item(items[i].priority, it->second++, randoms[i]), items[i].value);
+  }
+  tr.atomic_add(items_.size_key, static_cast<std::int64_t>(items.size()));
+  check_fits(tr, items.size());
+}
+
+void ItemStore::push_batch(Transaction& tr, std::span<const PushItem> items) {
+  for (const PushItem& item : items) check_value(item.value);
+  if (!items.empty()) write_batch(tr, items, random_parts(items.size()));
+}
+
+void ItemStore::push_batch(std::span<const PushItem> items) {
+  for (const PushItem& item : items) check_value(item.value);
+  if (items.empty()) return;
+  // The random parts are chosen once, outside the retry loop (as for single pushes).
+  const std::vector<std::string> randoms = random_parts(items.size());
+  run_marked([&](Transaction& tr) {
+    write_batch(tr, items, randoms);
+    return 0;
+  });
+}
+
+// ---- pop batches ---------------------------------------------------------------------------
+
+std::vector<KeyValue> ItemStore::end_items(Transaction& tr, Side side, std::size_t n) {
+  const int limit = static_cast<int>(std::min<std::size_t>(n, INT_MAX));
+  return tr.get_range(items_.begin, items_.end,
+                      {.limit = limit, .reverse = side == Side::kBack, .snapshot = false});
+}
+
+// Takes the first item from `side`, measures what it added to the transaction
+// (Transaction::usage(): bytes, and on etcd the compares of the read and the delete), and takes as
+// many more (up to n in all) as the engine's limits leave room for. Reads only what it takes, so
+// the read-conflict range (which etcd counts per record) covers exactly the items taken.
+std::vector<std::string> ItemStore::take_fitting(Transaction& tr, Side side, std::size_t n) {
+  work_.release_due(tr);  // expired leases and due delayed items first (work_items.h)
+  std::vector<std::string> out;
+  // (usage() costs a pass over the transaction: not measured for a batch of one.)
+  const TransactionUsage before = n > 1 ? tr.usage() : TransactionUsage{};
+  std::vector<KeyValue> first = end_items(tr, side, 1);
+  if (first.empty()) return out;
+  tr.clear(first[0].key);
+  out.push_back(std::move(first[0].value));
+  const std::size_t more = n > 1 ? std::min(n - 1, room_for_more(tr, before)) : 0;
+  // (A limit of 0 would mean "no limit".) Read-your-writes skips the item already cleared.
+  std::vector<KeyValue> rest = more > 0 ? end_items(tr, side, more) : std::vector<KeyValue>{};
+  for (KeyValue& kv : rest) {
+    tr.clear(kv.key);
+    out.push_back(std::move(kv.value));
+  }
+  tr.atomic_add(items_.size_key, -static_cast<std::int64_t>(out.size()));
+  return out;
+}
+
+// How many more items like the one taken since `before` fit in the engine's limits.
+std::size_t ItemStore::room_for_more(Transaction& tr, const TransactionUsage& before) {
+  const TransactionLimits limits = db_->limits();
+  const TransactionUsage after = tr.usage();
+  const std::size_t ops = after.operations - before.operations;
+  const std::size_t bytes = after.bytes - before.bytes + kSlackBytesPerItem;
+  std::size_t more = room(limits.max_bytes, after.bytes, kReserveBytes) / bytes;
+  if (ops > 0) {
+    more = std::min(more, room(limits.max_operations, after.operations, kReserveOperations) / ops);
+  }
+  return more;
+}
+
+std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n) {
+  if (n == 0) return {};
+  if (staged_) staged_->serve_all(tr);  // no overtaking of waiting high-contention pops
+  return take_fitting(tr, side, n);
+}
+
+std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n) {
+  if (n == 0) return {};
+  return run_marked([&](Transaction& tr) { return pop_batch(tr, side, n); });
+}
+
+// As pop_fast (item_store.cc) for a batch: after commit_unknown_result the marker tells.
+std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std::size_t n) {
+  using Out = std::optional<std::vector<std::string>>;
+  const std::string marker = markers_.make();
+  std::vector<std::string> cleared;
+  int attempts = 0;
+  Out out = contention::run_once(
+      *db_,
+      [&](Transaction& tr) -> Out {
+        if (attempts++ > 0) return std::nullopt;
+        // A point read of the waiting-request count (not a scan of the request range); it
+        // conflicts with every registration and fulfilment, like a read of the whole range.
+        auto waiting = tr.get(staged_->keys().waiting());
+        if (waiting && common::decode_le64(*waiting) != 0) return std::nullopt;
+        std::vector<std::string> got = take_fitting(tr, side, n);
+        if (got.empty() && staged_->has_abandoned(tr)) return std::nullopt;
+        cleared = markers_.write(tr, marker);
+        return got;
+      },
+      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, markers_.resolve_window());
+  if (out) markers_.finished(marker, cleared);
+  return out;
+}
+
+}  // namespace kvq::detail

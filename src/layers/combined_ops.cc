@@ -1,0 +1,127 @@
+#include "layers/combined_ops.h"
+
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+#include "kvq/error.h"
+#include "layers/item_store.h"
+
+namespace kvq::detail {
+namespace {
+
+// At most this many operations in one group.
+constexpr std::size_t kMaxGroup = 256;
+// What one pushed item adds to a transaction besides its value (key, conflict range), roughly.
+constexpr std::size_t kPushOverhead = 128;
+
+struct PushRequest : combining::Request {
+  PushItem item;
+};
+
+struct PopRequest : combining::Request {
+  std::optional<std::string> value;
+  std::exception_ptr error;  // a later batch of the group failed after earlier ones committed
+  bool staged = false;       // high-contention mode: pop alone, queued up behind waiting pops
+};
+
+// Groups that fit in one transaction of `db`: about two engine operations per item (etcd counts
+// them), and half the byte limit for the pushed values.
+combining::GroupLimits group_limits(Database& db) {
+  const TransactionLimits l = db.limits();
+  const std::size_t by_ops = l.max_operations > 64 ? (l.max_operations - 32) / 2 : 1;
+  return {.max_count = std::min(kMaxGroup, by_ops), .max_weight = l.max_bytes / 2};
+}
+
+}  // namespace
+
+CombinedOps::CombinedOps(ItemStore& store)
+    : store_(store),
+      pushes_(group_limits(store.db())),
+      front_pops_(group_limits(store.db())),
+      back_pops_(group_limits(store.db())) {}
+
+void CombinedOps::push(std::string_view value, std::int64_t priority) {
+  PushRequest r;
+  r.item = {value, priority};
+  r.weight = value.size() + kPushOverhead;
+  pushes_.submit(r, [&](std::vector<combining::Request*>& group) { serve_pushes(group); });
+}
+
+std::optional<std::string> CombinedOps::pop(contention::Side side) {
+  PopRequest r;
+  combining::Combiner& c = side == contention::Side::kFront ? front_pops_ : back_pops_;
+  c.submit(r, [&](std::vector<combining::Request*>& group) { serve_pops(group, side); });
+  if (r.error) std::rethrow_exception(r.error);
+  if (r.staged) return store_.pop_alone(side, std::chrono::milliseconds(0));
+  return std::move(r.value);
+}
+
+// One push batch for the whole group, in submission order. If the engine refuses it as too large
+// (the group limits are estimates), the halves are pushed in order, down to single pushes, so no
+// push fails that would have succeeded alone.
+void CombinedOps::serve_pushes(std::vector<combining::Request*>& group) {
+  std::vector<PushItem> items;
+  items.reserve(group.size());
+  for (combining::Request* q : group) items.push_back(static_cast<PushRequest*>(q)->item);
+  push_halving(items);
+}
+
+void CombinedOps::push_halving(std::span<const PushItem> items) {
+  try {
+    store_.push_batch(items);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTransactionTooLarge || items.size() < 2) throw;
+    push_halving(items.first(items.size() / 2));
+    push_halving(items.subspan(items.size() / 2));
+  }
+}
+
+// Pop batches until every pop of the group has an item or the queue is empty: the items go to the
+// pops in submission order. (A batch returns fewer items than asked when the queue ran out or the
+// engine's limits cut it; an empty batch means the queue is empty.) If a later batch throws, the
+// pops served by earlier ones keep their items and only the others get the error.
+void CombinedOps::serve_pops(std::vector<combining::Request*>& group, contention::Side side) {
+  std::size_t served = 0;
+  try {
+    while (served < group.size()) {
+      std::vector<std::string> values;
+      if (!next_batch(side, group.size() - served, &values)) {
+        // Contention with other processes (or their pops are waiting): the rest queue up.
+        for (std::size_t i = served; i < group.size(); ++i) {
+          static_cast<PopRequest*>(group[i])->staged = true;
+        }
+        return;
+      }
+      if (values.empty()) break;
+      for (std::string& v : values) static_cast<PopRequest*>(group[served++])->value = std::move(v);
+    }
+  } catch (...) {
+    if (served == 0) throw;
+    for (std::size_t i = served; i < group.size(); ++i) {
+      static_cast<PopRequest*>(group[i])->error = std::current_exception();
+    }
+  }
+}
+
+// The next pop batch of a group: in high-contention mode one attempt (false: stage instead).
+bool CombinedOps::next_batch(contention::Side side, std::size_t n, std::vector<std::string>* out) {
+  if (!store_.high_contention()) {
+    *out = store_.pop_batch(side, n);
+    return true;
+  }
+  auto got = store_.pop_batch_fast(side, n);
+  if (!got) return false;
+  *out = std::move(*got);
+  return true;
+}
+
+std::size_t CombinedOps::groups() const {
+  return pushes_.groups() + front_pops_.groups() + back_pops_.groups();
+}
+
+std::size_t CombinedOps::requests() const {
+  return pushes_.requests() + front_pops_.requests() + back_pops_.requests();
+}
+
+}  // namespace kvq::detail

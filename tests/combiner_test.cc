@@ -1,0 +1,107 @@
+// The flat combiner (src/layers/combining/combiner.h) on its own: requests queued while a leader
+// serves form the next group, served by one call in submission order; every request gets its
+// group's error; group limits (count, weight) hold; many threads get every request served once.
+#include "layers/combining/combiner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace kvq::combining {
+namespace {
+
+struct Add : Request {
+  int value = 0;
+  int result = -1;  // the position in its group
+  int group = -1;   // which serve call served it
+};
+
+TEST(Combiner, RequestsQueuedBehindALeaderAreServedAsOneGroupInOrder) {
+  Combiner c({.max_count = 64});
+  std::atomic<int> serves{0};
+  std::atomic<bool> release{false};
+  std::atomic<int> submitted{0};
+  auto serve = [&](std::vector<Request*>& group) {
+    const int g = serves++;
+    if (g == 0) {
+      while (!release.load()) std::this_thread::yield();  // hold the first leader
+    }
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      static_cast<Add*>(group[i])->result = static_cast<int>(i);
+      static_cast<Add*>(group[i])->group = g;
+    }
+  };
+  Add first;
+  std::thread leader([&] { c.submit(first, serve); });
+  while (serves.load() == 0) std::this_thread::yield();
+  std::vector<Add> rest(5);
+  std::vector<std::thread> followers;
+  for (int i = 0; i < 5; ++i) {
+    followers.emplace_back([&, i] {
+      rest[static_cast<std::size_t>(i)].value = i;
+      ++submitted;
+      c.submit(rest[static_cast<std::size_t>(i)], serve);
+    });
+    while (submitted.load() <= i) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // queued in this order
+  }
+  release = true;
+  leader.join();
+  for (auto& t : followers) t.join();
+  EXPECT_EQ(first.group, 0);
+  EXPECT_EQ(serves.load(), 2);  // one more call served all five
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(rest[static_cast<std::size_t>(i)].group, 1);
+    EXPECT_EQ(rest[static_cast<std::size_t>(i)].result, i);  // submission order
+  }
+  EXPECT_EQ(c.groups(), 2u);
+  EXPECT_EQ(c.requests(), 6u);
+}
+
+TEST(Combiner, EveryRequestOfAGroupGetsItsError) {
+  Combiner c({.max_count = 8});
+  Add r;
+  EXPECT_THROW(c.submit(r, [](std::vector<Request*>&) { throw std::runtime_error("boom"); }),
+               std::runtime_error);
+  Add ok;
+  c.submit(ok, [](std::vector<Request*>& g) { static_cast<Add*>(g[0])->result = 7; });
+  EXPECT_EQ(ok.result, 7);
+}
+
+TEST(Combiner, ManyThreadsGetEveryRequestServedOnceWithinTheLimits) {
+  Combiner c({.max_count = 4, .max_weight = 10});
+  std::atomic<int> served{0}, too_big{0};
+  auto serve = [&](std::vector<Request*>& group) {
+    std::size_t weight = 0;
+    for (Request* q : group) weight += q->weight;
+    if (group.size() > 4 || (group.size() > 1 && weight > 10)) ++too_big;
+    for (Request* q : group) static_cast<Add*>(q)->result = served++;
+  };
+  std::vector<std::thread> threads;
+  std::vector<std::vector<int>> results(8);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        Add r;
+        r.weight = static_cast<std::size_t>(i % 7);
+        c.submit(r, serve);
+        results[static_cast<std::size_t>(t)].push_back(r.result);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<int> all;
+  for (auto& v : results) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  for (int i = 0; i < 4000; ++i) ASSERT_EQ(all[static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(too_big.load(), 0);
+  EXPECT_EQ(c.requests(), 4000u);
+}
+
+}  // namespace
+}  // namespace kvq::combining
