@@ -137,8 +137,9 @@ class Queue {
   // As pop_batch inside the caller's transaction.
   std::vector<std::string> pop_batch(Transaction& tr, std::size_t n);
   // As pop(), but while the queue is empty it blocks until an item comes (woken by a watch on the
-  // size counter, which every push writes: no polling) or `timeout` passes: nullopt then. Throws
-  // non-retryable engine errors (connection_failed if the engine's watch stream broke).
+  // size counter, which every push writes: no polling) or `timeout` passes: nullopt then. A pop
+  // attempt under way at the timeout may finish up to 1 s later (pop_wait(0) is one try on any
+  // engine). Throws non-retryable engine errors (connection_failed if the watch stream broke).
   std::optional<std::string> pop_wait(std::chrono::milliseconds timeout);
 
   // The front item without removing it; nullopt if empty. Adds a read conflict on it.

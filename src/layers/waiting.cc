@@ -18,6 +18,9 @@ using Clock = std::chrono::steady_clock;
 // cannot take, e.g. one being put back): waiting on the watch alone could then sleep until the
 // next push, retrying at once would spin.
 constexpr std::chrono::milliseconds kRecheck{5};
+// The least time a pop attempt gets, however little of the wait is left: a remote engine needs a
+// few round trips for one pop, and pop_wait(0) means "one try, no waiting", not "no time at all".
+constexpr std::chrono::milliseconds kPopAttemptFloor{1000};
 
 std::chrono::milliseconds left(Clock::time_point deadline) {
   const auto d = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
@@ -40,8 +43,8 @@ std::optional<std::string> ItemStore::pop_wait(Side side, std::chrono::milliseco
   int visible_in_a_row = 0;
   for (;;) {
     // Combined pops take no timeout (they are quick); the others are bounded by the deadline.
-    const auto pop_timeout = combined_ ? std::chrono::milliseconds(0)
-                                       : std::max(left(deadline), std::chrono::milliseconds(1));
+    const auto pop_timeout =
+        combined_ ? std::chrono::milliseconds(0) : std::max(left(deadline), kPopAttemptFloor);
     try {
       if (auto v = pop(side, pop_timeout)) return v;
     } catch (const Error& e) {
