@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -78,24 +79,26 @@ struct Target {
   bool is_pq;
 };
 
-// Pushes `count` items in large transactions; halves the batch if the engine refuses its size
-// (etcd takes at most --max-txn-ops writes per transaction).
-void prefill(Database& db, Target& t, int count) {
+// Pushes `count` items with push_batch (one read of the queue's end per batch); halves the batch
+// if the engine refuses its size (etcd takes at most --max-txn-ops writes per transaction).
+void prefill(Target& t, int count) {
   std::mt19937 gen(42);
   int batch = 1000;
   for (int done = 0; done < count;) {
     const int n = std::min(batch, count - done);
+    std::vector<std::pair<std::string, std::int64_t>> items;
+    for (int i = 0; i < n; ++i) {
+      items.emplace_back("item-" + std::to_string(done + i),
+                         static_cast<std::int64_t>(gen() % 100));
+    }
     try {
-      db.run([&](Transaction& tr) {
-        for (int i = 0; i < n; ++i) {
-          std::string v = "item-" + std::to_string(done + i);
-          if (t.is_pq) {
-            t.pq.push(tr, v, static_cast<std::int64_t>(gen() % 100));
-          } else {
-            t.q.push(tr, v);
-          }
-        }
-      });
+      if (t.is_pq) {
+        t.pq.push_batch(items);
+      } else {
+        std::vector<std::string> values;
+        for (auto& item : items) values.push_back(std::move(item.first));
+        t.q.push_batch(values);
+      }
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTransactionTooLarge || batch == 1) throw;
       batch /= 2;
@@ -128,18 +131,34 @@ struct Run {
 // The visibility timeout of `take` measurements: longer than any measurement.
 constexpr std::chrono::milliseconds kBenchVt{600'000};
 
+void push_one(Target& t, std::mt19937& gen, const std::string& value) {
+  if (t.is_pq) {
+    t.pq.push(value, static_cast<std::int64_t>(gen() % 100));
+  } else {
+    t.q.push(value);
+  }
+}
+
+// Pops one item (priority queues: pop_min and pop_max in turn); nullopt if the queue is empty.
+std::optional<std::string> pop_one(Target& t, bool max) {
+  if (!t.is_pq) return t.q.pop();
+  return max ? t.pq.pop_max() : t.pq.pop_min();
+}
+
 // One operation of client `c`'s `n`th iteration; false if a pop or take found the queue empty.
+// "cycle" pops an item and pushes it back, so the queue keeps its depth (the prefill).
 bool one_op(Target& t, const std::string& op, int c, std::uint64_t n, std::mt19937& gen,
             const std::string& value) {
   if (op == "push") {
-    if (t.is_pq) {
-      t.pq.push(value, static_cast<std::int64_t>(gen() % 100));
-    } else {
-      t.q.push(value);
-    }
+    push_one(t, gen, value);
     return true;
   }
   const bool max = (n + static_cast<std::uint64_t>(c)) % 2 != 0;
+  if (op == "cycle") {
+    auto v = pop_one(t, max);
+    if (v) push_one(t, gen, *v);
+    return v.has_value();
+  }
   if (op == "take" && !t.is_pq) {  // take + ack: the work-queue round trip (two transactions)
     auto lease = t.q.take(kBenchVt);
     if (lease) t.q.ack(*lease);
@@ -150,8 +169,7 @@ bool one_op(Target& t, const std::string& op, int c, std::uint64_t n, std::mt199
     if (lease) t.pq.ack(*lease);
     return lease.has_value();
   }
-  if (!t.is_pq) return t.q.pop().has_value();
-  return (max ? t.pq.pop_max() : t.pq.pop_min()).has_value();
+  return pop_one(t, max).has_value();
 }
 
 // Runs `clients` threads doing `op` for o.seconds (or until the queue drains).
@@ -217,7 +235,7 @@ Row measure(const BenchOptions& o, const std::string& kind, const std::string& m
             const std::string& op, int clients, int seq) {
   auto db = kvq::open(o.url);
   Target t(db, o, kind, mode, seq);
-  if (op != "push") prefill(*db, t, o.prefill);
+  if (op != "push") prefill(t, o.prefill);
   const DatabaseStats before = db->stats();
   const ContentionSnapshot c0;
   Run run = run_clients(o, t, op, clients);
@@ -324,11 +342,16 @@ void add_bench_command(CLI::App& app, Context& ctx) {
       ->delimiter(',')
       ->check(CLI::IsMember({"plain", "hc"}))
       ->capture_default_str();
-  bench->add_option("--ops", o->ops, "comma-separated: push,pop,take (take = take + ack)")
+  bench
+      ->add_option("--ops", o->ops,
+                   "comma-separated: push,pop,take,cycle (take = take + ack; cycle = pop and push "
+                   "back, keeping the queue at --prefill items)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"push", "pop", "take"}))
+      ->check(CLI::IsMember({"push", "pop", "take", "cycle"}))
       ->capture_default_str();
-  bench->add_option("--prefill", o->prefill, "items pushed before each pop measurement")
+  bench
+      ->add_option("--prefill", o->prefill,
+                   "items pushed before each pop, take or cycle measurement")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
   bench
