@@ -17,13 +17,9 @@
 namespace kvq {
 namespace {
 
-using testing::LayerTest;
+using history::now_ns;
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using testing::LayerTest;
 
 std::vector<std::string> numbered(int from, int n) {
   std::vector<std::string> out;

@@ -21,20 +21,10 @@
 namespace kvq {
 namespace {
 
+using history::flatten;
+using history::now_ns;
+
 using testing::LayerTest;
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-template <typename T>
-std::vector<T> flatten(std::vector<std::vector<T>>& vv) {
-  std::vector<T> all;
-  for (auto& v : vv) all.insert(all.end(), v.begin(), v.end());
-  return all;
-}
 
 void expect_ok(const history::Result& r) {
   EXPECT_TRUE(r.ok) << r.violations << " violations";

@@ -25,13 +25,9 @@
 namespace kvq {
 namespace {
 
-using testing::EtcdCluster;
+using history::now_ns;
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using testing::EtcdCluster;
 
 // A value of `size` bytes that starts with its id and a '|' (the history records the id only).
 std::string padded(const std::string& id, std::size_t size) {

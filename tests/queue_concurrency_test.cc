@@ -18,21 +18,11 @@
 namespace kvq {
 namespace {
 
+using history::flatten;
+using history::now_ns;
+
 using testing::env_int;
 using testing::LayerTest;
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-template <typename T>
-std::vector<T> flatten(std::vector<std::vector<T>>& vv) {
-  std::vector<T> all;
-  for (auto& v : vv) all.insert(all.end(), v.begin(), v.end());
-  return all;
-}
 
 class ConcurrencyTest : public LayerTest {
  protected:

@@ -18,11 +18,7 @@
 namespace kvq {
 namespace {
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using history::now_ns;
 
 struct FaultParam {
   bool priority;

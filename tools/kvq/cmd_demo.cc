@@ -16,18 +16,8 @@
 namespace kvq::cli {
 namespace {
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-template <typename T>
-std::vector<T> flatten(const std::vector<std::vector<T>>& parts) {
-  std::vector<T> all;
-  for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
-  return all;
-}
+using history::flatten;
+using history::now_ns;
 
 QueueOptions queue_options(bool high_contention) {
   QueueOptions o;

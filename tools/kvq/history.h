@@ -15,6 +15,7 @@
 #define KVQ_TOOLS_KVQ_HISTORY_H_
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -25,6 +26,21 @@
 namespace kvq::history {
 
 enum class PopKind { kFifo, kMin, kMax };
+
+// The clock of the intervals below: steady-clock nanoseconds.
+inline std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The histories recorded per thread, as one.
+template <typename T>
+std::vector<T> flatten(const std::vector<std::vector<T>>& parts) {
+  std::vector<T> all;
+  for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
 
 struct Push {
   std::string value;  // unique per history
