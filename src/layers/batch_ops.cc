@@ -11,6 +11,7 @@
 #include "common/bytes.h"
 #include "common/random.h"
 #include "kvq/error.h"
+#include "layers/contention/end_windows.h"
 #include "layers/item_store.h"
 
 namespace kvq::detail {
@@ -89,8 +90,7 @@ void ItemStore::push_batch(std::span<const PushItem> items) {
 
 std::vector<KeyValue> ItemStore::end_items(Transaction& tr, Side side, std::size_t n) {
   const int limit = static_cast<int>(std::min<std::size_t>(n, INT_MAX));
-  return tr.get_range(items_.begin, items_.end,
-                      {.limit = limit, .reverse = side == Side::kBack, .snapshot = false});
+  return contention::read_end(tr, items_, side, limit, /*snapshot=*/false);
 }
 
 // Takes the first item from `side`, measures what it added to the transaction

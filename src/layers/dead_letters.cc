@@ -3,11 +3,13 @@
 #include "common/bytes.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
+#include "layers/contention/end_windows.h"
 #include "layers/item_keys.h"
 
 namespace kvq::detail {
 
-DeadLetters::DeadLetters(Subspace dead) : dead_(std::move(dead)), items_(item_range_of(dead_)) {}
+DeadLetters::DeadLetters(Subspace dead)
+    : dead_(std::move(dead)), items_(item_range_of(dead_, /*prioritized=*/false)) {}
 
 void DeadLetters::add(Transaction& tr, std::string_view value, int attempts, std::int64_t priority,
                       std::string_view reason) {
@@ -23,7 +25,7 @@ void DeadLetters::add(Transaction& tr, std::string_view value, int attempts, std
 
 std::vector<KeyValue> DeadLetters::front(Transaction& tr, int n, bool snapshot) {
   if (n <= 0) return {};
-  return tr.get_range(items_.begin, items_.end, {.limit = n, .snapshot = snapshot});
+  return contention::read_end(tr, items_, contention::Side::kFront, n, snapshot);
 }
 
 DeadLetter DeadLetters::decode(const KeyValue& kv) const {

@@ -8,6 +8,7 @@
 #include "common/random.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
+#include "layers/contention/end_windows.h"
 
 namespace kvq::detail {
 namespace {
@@ -28,9 +29,14 @@ Tuple unpack_item(const Subspace& subspace, std::string_view key, std::size_t mi
 
 }  // namespace
 
-contention::ItemRange item_range_of(const Subspace& subspace) {
+contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized) {
   const Subspace control = subspace.subspace(Tuple().append("kvq"));
-  return {subspace.key() + '\x0c', subspace.key() + '\x1d', control.pack(Tuple().append("size"))};
+  return {subspace.key() + '\x0c',
+          subspace.key() + '\x1d',
+          control.pack(Tuple().append("size")),
+          subspace.key().size(),
+          prioritized,
+          contention::make_end_hints()};
 }
 
 std::int64_t now_us() {
@@ -56,15 +62,13 @@ std::int64_t next_item_position(Transaction& tr, const Subspace& subspace,
                                 std::int64_t priority) {
   if (!prioritized) {
     // The recipe's last_index: a snapshot read of the last item, so pushes never conflict.
-    auto last =
-        tr.get_range(items.begin, items.end, {.limit = 1, .reverse = true, .snapshot = true});
+    auto last = contention::read_end(tr, items, contention::Side::kBack, 1, /*snapshot=*/true);
     std::int64_t index = last.empty() ? 0 : subspace.unpack(last[0].key).get_int(0);
     if (index == INT64_MAX) throw Error(ErrorCode::kInternalError, "queue: index overflow");
     return index + 1;
   }
-  KeyRange r = subspace.range(Tuple().append(priority));
-  auto last = tr.get_range(r.begin, r.end, {.limit = 1, .reverse = true, .snapshot = true});
-  return last.empty() ? 0 : subspace.unpack(last[0].key).get_int(1) + 1;
+  auto last = contention::read_last_of_priority(tr, items, priority);
+  return last ? subspace.unpack(last->key).get_int(1) + 1 : 0;
 }
 
 std::string pack_item_key(const Subspace& subspace, bool prioritized, std::int64_t priority,

@@ -19,10 +19,10 @@
 
 namespace kvq::detail {
 
-// The item range and size counter of a Queue / PriorityQueue stored under `subspace`: the keys
-// whose first tuple element is an integer (type codes 0x0c..0x1c; control keys start with a
-// string).
-contention::ItemRange item_range_of(const Subspace& subspace);
+// The item range and size counter of a Queue / PriorityQueue (`prioritized`) stored under
+// `subspace`: the keys whose first tuple element is an integer (type codes 0x0c..0x1c; control keys
+// start with a string), with fresh hints for reads at its ends (contention/end_windows.h).
+contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized);
 
 // A new `random` part: push time + random bytes (file comment). Call it outside retry loops.
 std::string new_item_random();

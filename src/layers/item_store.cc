@@ -7,6 +7,7 @@
 #include "kvq/error.h"
 #include "kvq/tuple.h"
 #include "layers/combined_ops.h"
+#include "layers/contention/end_windows.h"
 #include "layers/contention/run_once.h"
 #include "layers/item_keys.h"
 
@@ -39,7 +40,7 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptio
       control_(subspace_.subspace(Tuple().append("kvq"))),
       options_(validated(options)),
       prioritized_(prioritized),
-      items_(item_range_of(subspace_)),
+      items_(item_range_of(subspace_, prioritized)),
       markers_(db_, control_, options_.marker_ttl),
       work_(db_, subspace_, options_, prioritized) {
   if (options_.high_contention) {
@@ -92,8 +93,7 @@ void ItemStore::push(std::string_view value, std::int64_t priority) {
 // ---- plain pops ----------------------------------------------------------------------------
 
 std::optional<KeyValue> ItemStore::end_item(Transaction& tr, Side side, bool snapshot) {
-  auto kvs = tr.get_range(items_.begin, items_.end,
-                          {.limit = 1, .reverse = side == Side::kBack, .snapshot = snapshot});
+  auto kvs = contention::read_end(tr, items_, side, 1, snapshot);
   if (kvs.empty()) return std::nullopt;
   return std::move(kvs[0]);
 }

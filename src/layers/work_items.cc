@@ -6,6 +6,7 @@
 #include "common/random.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
+#include "layers/contention/end_windows.h"
 #include "layers/item_keys.h"
 #include "layers/lease_token.h"
 #include "layers/marked_run.h"
@@ -48,7 +49,7 @@ WorkItems::WorkItems(std::shared_ptr<Database> db, const Subspace& subspace,
       subspace_(subspace),
       prioritized_(prioritized),
       max_attempts_(validated_max_attempts(options)),
-      items_(item_range_of(subspace)),
+      items_(item_range_of(subspace, prioritized)),
       keys_(subspace.subspace(Tuple().append("kvq"))),
       tag_(queue_tag(subspace, prioritized)),
       dead_(keys_.dead()),
@@ -113,7 +114,7 @@ void WorkItems::to_ready(Transaction& tr, const Timer& timer, const std::string&
 std::optional<Lease> WorkItems::take(Transaction& tr, Side side, std::chrono::milliseconds vt) {
   const std::int64_t vt_us = positive_us(vt);
   release_due(tr);
-  auto front = tr.get_range(items_.begin, items_.end, {.limit = 1, .reverse = side == Side::kBack});
+  auto front = contention::read_end(tr, items_, side, 1, /*snapshot=*/false);
   if (front.empty()) return std::nullopt;
   const ItemKey item = parse_item_key(subspace_, front[0].key, prioritized_);
   const Timer timer{now_us() + vt_us, common::random_bytes(kTakeIdSize),
@@ -273,7 +274,7 @@ std::int64_t WorkItems::redrive(std::int64_t n) {
 }
 
 std::optional<std::chrono::milliseconds> WorkItems::front_age(Transaction& tr) {
-  auto front = tr.get_range(items_.begin, items_.end, {.limit = 1, .snapshot = true});
+  auto front = contention::read_end(tr, items_, Side::kFront, 1, /*snapshot=*/true);
   if (front.empty()) return std::nullopt;
   auto pushed = item_pushed_us(parse_item_key(subspace_, front[0].key, prioritized_).random);
   if (!pushed) return std::nullopt;

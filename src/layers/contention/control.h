@@ -11,6 +11,7 @@
 #define KVQ_SRC_LAYERS_CONTENTION_CONTROL_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,10 +24,18 @@ namespace kvq::contention {
 // Which end of the items a pop takes: front (Queue pop, pop_min) or back (pop_max).
 enum class Side : std::int64_t { kFront = 0, kBack = 1 };
 
+struct EndHints;  // end_windows.h: where reads at the ends of the items last found them
+
 // Where the items of the structure live, and its size counter (owned by the layer above).
 struct ItemRange {
   std::string begin, end;  // every item key k has begin <= k < end
   std::string size_key;    // 8-byte little-endian item count (atomic_add)
+  // Item keys are the subspace key (prefix_size bytes), then (position, ...) or, prioritized,
+  // (priority, position, ...).
+  std::size_t prefix_size = 0;
+  bool prioritized = false;
+  // Shared by the copies of this range (end_windows.h); null: reads cover the whole range.
+  std::shared_ptr<EndHints> hints;
 };
 
 // The current unix time in milliseconds (wall clock: ids, lease expiry, request age).

@@ -6,6 +6,7 @@
 
 #include "kvq/error.h"
 #include "kvq/tuple.h"
+#include "layers/contention/end_windows.h"
 
 namespace kvq::contention {
 namespace {
@@ -247,8 +248,7 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
     b.ends[side].clear();
     b.next[side] = 0;
     if (wanted[side] == 0) continue;
-    b.ends[side] =
-        tr.get_range(items_.begin, items_.end, {.limit = wanted[side], .reverse = side == 1});
+    b.ends[side] = read_end(tr, items_, static_cast<Side>(side), wanted[side], /*snapshot=*/false);
   }
 }
 

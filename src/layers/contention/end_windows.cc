@@ -1,0 +1,131 @@
+#include "layers/contention/end_windows.h"
+
+#include <algorithm>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kvq/error.h"
+#include "kvq/subspace.h"
+#include "kvq/tuple.h"
+
+namespace kvq::contention {
+
+// An item's place: (priority, position); priority is 0 in a Queue.
+struct Place {
+  std::int64_t priority = 0;
+  std::int64_t position = 0;
+};
+
+struct EndHints {
+  std::mutex mu;
+  std::optional<Place> ends[2];                          // by Side
+  std::unordered_map<std::int64_t, std::int64_t> tails;  // priority -> last position (pushes)
+};
+
+namespace {
+
+// Positions a window spans beyond the hint at least (and twice the items asked for).
+constexpr std::int64_t kWindow = 128;
+// Bound on the remembered tails of priorities (a map, cleared when full).
+constexpr std::size_t kMaxTails = 4096;
+
+// The place of item key `key`, or nullopt for a key kvq did not write.
+std::optional<Place> place_of(const ItemRange& items, const std::string& key) {
+  try {
+    const Tuple t = Tuple::unpack(std::string_view(key).substr(items.prefix_size));
+    if (!items.prioritized) return Place{0, t.get_int(0)};
+    return Place{t.get_int(0), t.get_int(1)};
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// The key just before the items at `position` + `delta` (of `priority`), or nullopt if that
+// position overflows.
+std::optional<std::string> bound_at(const ItemRange& items, Place p, std::int64_t delta) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  if ((delta > 0 && p.position > kMax - delta) || (delta < 0 && p.position < kMin - delta)) {
+    return std::nullopt;
+  }
+  Tuple t;
+  if (items.prioritized) t.append(p.priority);
+  t.append(p.position + delta);
+  return items.begin.substr(0, items.prefix_size) + t.pack();
+}
+
+// Up to `limit` items of [begin, end) from `side`: first from the window between `bound` and
+// that side's end, then, if it ran short, from the rest (see the file comment).
+std::vector<KeyValue> read_two_parts(Transaction& tr, const std::string& begin,
+                                     const std::string& end,
+                                     const std::optional<std::string>& bound, Side side, int limit,
+                                     bool snapshot) {
+  const bool back = side == Side::kBack;
+  if (!bound || *bound <= begin || *bound >= end) {
+    return tr.get_range(begin, end, {.limit = limit, .reverse = back, .snapshot = snapshot});
+  }
+  std::vector<KeyValue> near =
+      back ? tr.get_range(*bound, end, {.limit = limit, .reverse = true, .snapshot = snapshot})
+           : tr.get_range(begin, *bound, {.limit = limit, .snapshot = snapshot});
+  const int rest = limit - static_cast<int>(near.size());
+  if (rest <= 0) return near;
+  std::vector<KeyValue> far =
+      back ? tr.get_range(begin, *bound, {.limit = rest, .reverse = true, .snapshot = snapshot})
+           : tr.get_range(*bound, end, {.limit = rest, .snapshot = snapshot});
+  near.insert(near.end(), std::make_move_iterator(far.begin()), std::make_move_iterator(far.end()));
+  return near;
+}
+
+}  // namespace
+
+std::shared_ptr<EndHints> make_end_hints() { return std::make_shared<EndHints>(); }
+
+std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side side, int limit,
+                               bool snapshot) {
+  const int s = static_cast<int>(side);
+  std::optional<std::string> bound;
+  if (items.hints) {
+    std::optional<Place> hint;
+    {
+      std::lock_guard lock(items.hints->mu);
+      hint = items.hints->ends[s];
+    }
+    const std::int64_t window = std::max<std::int64_t>(kWindow, 2 * std::int64_t{limit});
+    if (hint) bound = bound_at(items, *hint, side == Side::kBack ? -window : window);
+  }
+  std::vector<KeyValue> out =
+      read_two_parts(tr, items.begin, items.end, bound, side, limit, snapshot);
+  if (items.hints && !out.empty()) {
+    if (auto p = place_of(items, out.back().key)) {
+      std::lock_guard lock(items.hints->mu);
+      items.hints->ends[s] = p;
+    }
+  }
+  return out;
+}
+
+std::optional<KeyValue> read_last_of_priority(Transaction& tr, const ItemRange& items,
+                                              std::int64_t priority) {
+  const KeyRange all = Subspace::from_raw_prefix(items.begin.substr(0, items.prefix_size))
+                           .range(Tuple().append(priority));
+  std::optional<std::string> bound;
+  if (items.hints) {
+    std::lock_guard lock(items.hints->mu);
+    auto it = items.hints->tails.find(priority);
+    if (it != items.hints->tails.end()) bound = bound_at(items, {priority, it->second}, -kWindow);
+  }
+  auto last = read_two_parts(tr, all.begin, all.end, bound, Side::kBack, 1, /*snapshot=*/true);
+  if (last.empty()) return std::nullopt;
+  if (items.hints) {
+    if (auto p = place_of(items, last[0].key)) {
+      std::lock_guard lock(items.hints->mu);
+      if (items.hints->tails.size() >= kMaxTails) items.hints->tails.clear();
+      items.hints->tails[priority] = p->position;
+    }
+  }
+  return std::move(last[0]);
+}
+
+}  // namespace kvq::contention

@@ -1,0 +1,45 @@
+// Internal: reads at the ends of the items whose cost follows what they return, not how many items
+// are queued. etcd (3.4 here, and every release before 3.7) answers a Range with a limit by
+// visiting every key of the range in its index to count them, and a reverse one by sorting them
+// (etcd issues #11057 and #16510): "the first item" of a queue holding 100,000 items cost 0.3-0.7 s
+// a pop there. So a read at one end looks first in a window next to where the previous read of the
+// same end found its items (the hint), and reads the rest of the range only if the window ran
+// short:
+//   front:  [begin, bound) with bound = hint position + window, then [bound, end);
+//   back:   [bound, end)   with bound = hint position - window, then [begin, bound).
+// Item keys start with (position, ...) in a Queue and (priority, position, ...) in a
+// PriorityQueue, so a bound is the packed (position ± window) or (priority, position ± window).
+// The two reads partition the range, and the second is made only if the first returned fewer
+// items than asked for: the result and the read-conflict ranges are exactly those of one read of
+// [begin, end). The window holds the items of about `window` positions (plus, on etcd, the keys
+// deleted since the last compaction). Hints live in memory, shared by the copies of an ItemRange;
+// a fresh object reads the whole range once. docs/queues.md, "Reads that do not grow with depth".
+#ifndef KVQ_SRC_LAYERS_CONTENTION_END_WINDOWS_H_
+#define KVQ_SRC_LAYERS_CONTENTION_END_WINDOWS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kvq/database.h"
+#include "layers/contention/control.h"
+
+namespace kvq::contention {
+
+// New, empty hints for an ItemRange.
+std::shared_ptr<EndHints> make_end_hints();
+
+// The first `limit` (> 0) items from `side` of `items` (front: ascending from items.begin; back:
+// descending from items.end), as tr.get_range(items.begin, items.end, {limit, side == kBack,
+// snapshot}) returns them and with the same read conflicts; usually a read of a small window.
+std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side side, int limit,
+                               bool snapshot);
+
+// The last item of priority `priority` (PriorityQueue pushes), by a snapshot read.
+std::optional<KeyValue> read_last_of_priority(Transaction& tr, const ItemRange& items,
+                                              std::int64_t priority);
+
+}  // namespace kvq::contention
+
+#endif  // KVQ_SRC_LAYERS_CONTENTION_END_WINDOWS_H_
