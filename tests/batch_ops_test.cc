@@ -12,24 +12,15 @@
 
 #include "kvq/kvq.h"
 #include "support/layer_fixture.h"
+#include "support/test_values.h"
 #include "tools/kvq/history.h"
 
 namespace kvq {
 namespace {
 
 using testing::LayerTest;
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::vector<std::string> numbered(int from, int n) {
-  std::vector<std::string> out;
-  for (int i = from; i < from + n; ++i) out.push_back("v" + std::to_string(i));
-  return out;
-}
+using testing::now_ns;
+using testing::numbered;
 
 void expect_ok(const history::Result& r) {
   EXPECT_TRUE(r.ok) << r.violations << " violations";

@@ -19,6 +19,7 @@
 
 #include "kvq/kvq.h"
 #include "support/layer_fixture.h"
+#include "support/test_values.h"
 
 namespace kvq {
 namespace {
@@ -26,22 +27,19 @@ namespace {
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 using testing::LayerTest;
+using testing::percentile;
 using Clock = std::chrono::steady_clock;
 
 // How late after its due time a blocked wait may return a delayed item or an expired lease's item
 // (one transaction plus the watch's timer; sanitizers slow everything down).
 constexpr milliseconds kDueTolerance = testing::kSanitizerBuild ? 250ms : 50ms;
 
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
-}
-
 void report(const std::string& what, const std::vector<double>& us) {
   double load[1] = {0};
   if (getloadavg(load, 1) < 1) load[0] = -1;
-  std::printf("take_wait wake latency %s: p50 %.0f us, p99 %.0f us (%zu wakes, load average %.2f)\n",
-              what.c_str(), percentile(us, 0.5), percentile(us, 0.99), us.size(), load[0]);
+  std::printf(
+      "take_wait wake latency %s: p50 %.0f us, p99 %.0f us (%zu wakes, load average %.2f)\n",
+      what.c_str(), percentile(us, 0.5), percentile(us, 0.99), us.size(), load[0]);
 }
 
 // How long after `due` (wall clock) `wait` returned, in ms (negative: before it).
@@ -91,7 +89,8 @@ TEST_P(TakeWaitTest, PriorityQueueTakeWaitsWakeOnAPushAndTakeTheirEnd) {
   PriorityQueue pq(db_, space_, options());
   for (bool max : {false, true}) {
     std::optional<Lease> got;
-    std::thread waiter([&] { got = max ? pq.take_max_wait(30s, 10s) : pq.take_min_wait(30s, 10s); });
+    std::thread waiter(
+        [&] { got = max ? pq.take_max_wait(30s, 10s) : pq.take_min_wait(30s, 10s); });
     std::this_thread::sleep_for(30ms);
     pq.push_batch({{"low", 1}, {"high", 9}});
     waiter.join();
@@ -109,7 +108,8 @@ TEST_P(TakeWaitTest, TakeWaitReturnsNulloptAtItsTimeoutAndRefusesBadInput) {
   const auto took = Clock::now() - t0;
   EXPECT_GE(took, 140ms);
   EXPECT_LT(took, 2'000ms);
-  for (auto [vt, timeout] : {std::pair{0ms, 10ms}, std::pair{-1ms, 10ms}, std::pair{1000ms, -1ms}}) {
+  for (auto [vt, timeout] :
+       {std::pair{0ms, 10ms}, std::pair{-1ms, 10ms}, std::pair{1000ms, -1ms}}) {
     try {
       q.take_wait(vt, timeout);
       ADD_FAILURE() << "no error for vt " << vt.count() << " timeout " << timeout.count();

@@ -98,7 +98,8 @@ std::vector<KeyValue> ItemStore::end_items(Transaction& tr, Side side, std::size
 // Consumes the first item from `side`, measures what it added to the transaction
 // (Transaction::usage(): bytes, and on etcd the compares of the read and the writes of consume),
 // and consumes as many more (up to n in all) as the engine's limits leave room for. Reads only what
-// it consumes, so the read-conflict range (which etcd counts per record) covers exactly those items.
+// it consumes, so the read-conflict range (which etcd counts per record) covers exactly those
+// items.
 std::size_t ItemStore::consume_fitting(Transaction& tr, Side side, std::size_t n,
                                        const std::function<void(KeyValue&)>& consume) {
   work_.release_due(tr);  // expired leases and due delayed items first (work_items.h)

@@ -36,11 +36,11 @@ std::vector<Lease> PriorityQueue::take_min_batch(std::size_t n, std::chrono::mil
   return store_->take_batch(Side::kFront, n, vt);
 }
 std::vector<Lease> PriorityQueue::take_min_batch(Transaction& tr, std::size_t n,
-                                               std::chrono::milliseconds vt) {
+                                                 std::chrono::milliseconds vt) {
   return store_->take_batch(tr, Side::kFront, n, vt);
 }
 std::optional<Lease> PriorityQueue::take_min_wait(std::chrono::milliseconds vt,
-                                                std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout) {
   return store_->take_wait(Side::kFront, vt, timeout);
 }
 
@@ -54,11 +54,11 @@ std::vector<Lease> PriorityQueue::take_max_batch(std::size_t n, std::chrono::mil
   return store_->take_batch(Side::kBack, n, vt);
 }
 std::vector<Lease> PriorityQueue::take_max_batch(Transaction& tr, std::size_t n,
-                                               std::chrono::milliseconds vt) {
+                                                 std::chrono::milliseconds vt) {
   return store_->take_batch(tr, Side::kBack, n, vt);
 }
 std::optional<Lease> PriorityQueue::take_max_wait(std::chrono::milliseconds vt,
-                                                std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout) {
   return store_->take_wait(Side::kBack, vt, timeout);
 }
 

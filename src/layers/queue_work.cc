@@ -33,8 +33,7 @@ std::optional<Lease> Queue::take(Transaction& tr, std::chrono::milliseconds vt) 
 std::vector<Lease> Queue::take_batch(std::size_t n, std::chrono::milliseconds vt) {
   return store_->take_batch(Side::kFront, n, vt);
 }
-std::vector<Lease> Queue::take_batch(Transaction& tr, std::size_t n,
-                                     std::chrono::milliseconds vt) {
+std::vector<Lease> Queue::take_batch(Transaction& tr, std::size_t n, std::chrono::milliseconds vt) {
   return store_->take_batch(tr, Side::kFront, n, vt);
 }
 

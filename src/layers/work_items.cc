@@ -130,8 +130,8 @@ void WorkItems::count_taken(Transaction& tr, std::size_t n) {
 }
 
 std::optional<std::int64_t> WorkItems::next_due_us(Transaction& tr) {
-  auto first = tr.get_range(keys_.due_range().begin, keys_.due_range().end,
-                            {.limit = 1, .snapshot = true});
+  auto first =
+      tr.get_range(keys_.due_range().begin, keys_.due_range().end, {.limit = 1, .snapshot = true});
   if (first.empty()) return std::nullopt;
   return keys_.parse_due(first[0].key).due_us;
 }

@@ -6,9 +6,9 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "tools/kvq/commands.h"
 
