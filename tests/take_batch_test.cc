@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -80,6 +81,8 @@ TEST_P(TakeBatchTest, ATakeBatchOfAThousandItemsIsOneTransaction) {
   const std::uint64_t before = db_->stats().commits;
   const std::vector<Lease> got = q.take_batch(n, 30s);
   EXPECT_EQ(db_->stats().commits - before, 1u);
+  std::printf("take_batch(%d) on %s: %zu leases in one commit\n", n, GetParam().engine.c_str(),
+              got.size());
   if (etcd()) {
     EXPECT_GT(got.size(), 10u);
     EXPECT_LT(got.size(), static_cast<std::size_t>(n)) << "etcd's --max-txn-ops cuts the batch";

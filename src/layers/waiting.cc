@@ -85,8 +85,10 @@ void ItemStore::wait_for_item(Side side, milliseconds timeout,
 std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) {
   std::optional<std::string> out;
   wait_for_item(side, timeout, [&](milliseconds time_left) {
-    // Combined pops take no timeout (they are quick); the others are bounded by the deadline.
-    const auto pop_timeout = combined_ ? milliseconds(0) : std::max(time_left, milliseconds(1));
+    // Combined pops take no timeout (they are quick); the others are bounded by the time left,
+    // except the last attempt (none left, e.g. timeout 0): one whole pop, unbounded (0), as a
+    // 1 ms bound would fail any pop on a networked engine.
+    const auto pop_timeout = combined_ ? milliseconds(0) : time_left;
     try {
       out = pop(side, pop_timeout);
     } catch (const Error& e) {
