@@ -183,11 +183,12 @@ class Queue {
   // Takes up to `n` items from the front under leases of `visibility_timeout` (> 0), in ONE
   // transaction, in the order n take() calls (and pop_batch) would return them. Fewer than n if
   // fewer are ready, or if more would not fit in one transaction of the engine (Database::limits();
-  // a take costs four operations per item on etcd, so about 25 there); empty if none is ready or
-  // n == 0. Due timers (expired leases, delayed items) are moved back first, as by take. Each lease
-  // is acked, nacked or extended on its own. Idempotent under commit_unknown_result (one marker for
-  // the batch: a retry neither leases twice nor loses the leases). Throws invalid_option_value for
-  // visibility_timeout <= 0 (nothing changed, even for n == 0), and engine errors.
+  // a take costs about four operations per item on etcd: 34 there by default); empty if none is
+  // ready or n == 0. Due timers (expired leases, delayed items) are moved back first, as by take.
+  // Each lease is acked, nacked or extended on its own. Idempotent under commit_unknown_result (one
+  // marker for the batch: a retry neither leases twice nor loses the leases). Throws
+  // invalid_option_value for visibility_timeout <= 0 (nothing changed, even for n == 0), and engine
+  // errors.
   std::vector<Lease> take_batch(std::size_t n, std::chrono::milliseconds visibility_timeout);
   // As take_batch inside the caller's transaction (no marker; idempotency is the caller's).
   std::vector<Lease> take_batch(Transaction& tr, std::size_t n,
