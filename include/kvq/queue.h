@@ -138,9 +138,10 @@ class Queue {
   std::vector<std::string> pop_batch(Transaction& tr, std::size_t n);
   // As pop(), but while the queue is empty it blocks until an item comes (woken by a watch on the
   // size counter, which every push writes: no polling; and at the due time of the earliest delayed
-  // item or lease, as take_wait) or `timeout` passes: nullopt then. Throws invalid_option_value
-  // for timeout < 0, non-retryable engine errors (connection_failed if the engine's watch stream
-  // broke).
+  // item or lease, as take_wait) or `timeout` passes: nullopt then. A pop attempt under way at the
+  // timeout may finish up to 1 s later (pop_wait(0) is one try on any engine). Throws
+  // invalid_option_value for timeout < 0, non-retryable engine errors (connection_failed if the
+  // watch stream broke).
   std::optional<std::string> pop_wait(std::chrono::milliseconds timeout);
 
   // The front item without removing it; nullopt if empty. Adds a read conflict on it.

@@ -28,6 +28,9 @@ constexpr milliseconds kRecheck{5};
 // The least sleep until a timer is due (its due time is on another client's wall clock; a timer
 // already due but not yet moved back is retried after this, not at once).
 constexpr milliseconds kTimerSlack{1};
+// The least time a pop attempt gets, however little of the wait is left: a remote engine needs a
+// few round trips for one pop, and pop_wait(0) means "one try, no waiting", not "no time at all".
+constexpr milliseconds kPopAttemptFloor{1000};
 
 milliseconds left(Clock::time_point deadline) {
   const auto d = std::chrono::ceil<milliseconds>(deadline - Clock::now());
@@ -86,9 +89,8 @@ std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) 
   std::optional<std::string> out;
   wait_for_item(side, timeout, [&](milliseconds time_left) {
     // Combined pops take no timeout (they are quick); the others are bounded by the time left,
-    // except the last attempt (none left, e.g. timeout 0): one whole pop, unbounded (0), as a
-    // 1 ms bound would fail any pop on a networked engine.
-    const auto pop_timeout = combined_ ? milliseconds(0) : time_left;
+    // but get at least kPopAttemptFloor.
+    const auto pop_timeout = combined_ ? milliseconds(0) : std::max(time_left, kPopAttemptFloor);
     try {
       out = pop(side, pop_timeout);
     } catch (const Error& e) {

@@ -3,6 +3,7 @@
 // stderr, "kvq: error: ...", and an exit status: 1 kvq error, 2 bad arguments, 3 empty queue.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -125,6 +126,9 @@ int run_cli(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // gRPC logs its own view of every failed connection (TLS handshakes, refused ports) to stderr,
+  // beside the one-line error kvq prints; a user who wants those logs sets GRPC_VERBOSITY.
+  setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
   try {
     return run_cli(argc, argv);
   } catch (const std::exception& e) {  // setting up the command tree failed (e.g. out of memory)
