@@ -4,8 +4,10 @@ namespace kvq::detail {
 
 namespace {
 
-void wake_all(const std::vector<std::shared_ptr<WatchWaker>>& wakers) {
-  for (const auto& w : wakers) w->wake();
+void wake_all(const std::vector<std::weak_ptr<WatchWaker>>& wakers) {
+  for (const auto& weak : wakers) {
+    if (auto w = weak.lock()) w->wake();
+  }
 }
 
 }  // namespace
@@ -28,13 +30,13 @@ void WatchWaker::wait_for(std::chrono::milliseconds timeout) {
   }
 }
 
-std::vector<std::shared_ptr<WatchWaker>> WatchState::finish_locked(Outcome outcome) {
+std::vector<std::weak_ptr<WatchWaker>> WatchState::finish_locked(Outcome outcome) {
   outcome_ = outcome;
   return std::move(wakers_);
 }
 
 void WatchState::fire() {
-  std::vector<std::shared_ptr<WatchWaker>> wakers;
+  std::vector<std::weak_ptr<WatchWaker>> wakers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (outcome_ != Outcome::kPending) return;
@@ -45,7 +47,7 @@ void WatchState::fire() {
 }
 
 void WatchState::fail(const Error& error) {
-  std::vector<std::shared_ptr<WatchWaker>> wakers;
+  std::vector<std::weak_ptr<WatchWaker>> wakers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (outcome_ != Outcome::kPending) return;
@@ -56,11 +58,12 @@ void WatchState::fail(const Error& error) {
   wake_all(wakers);
 }
 
-void WatchState::wake_when_ready(std::shared_ptr<WatchWaker> waker) {
+void WatchState::wake_when_ready(const std::shared_ptr<WatchWaker>& waker) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (outcome_ == Outcome::kPending) {
-      wakers_.push_back(std::move(waker));
+      std::erase_if(wakers_, [](const std::weak_ptr<WatchWaker>& w) { return w.expired(); });
+      wakers_.emplace_back(waker);
       return;
     }
   }

@@ -48,19 +48,20 @@ class WatchState {
   // Blocks until fired (returns true), or `timeout` passes (returns false). Throws the failure
   // error if the watch failed.
   bool wait_for(std::chrono::milliseconds timeout) const;
-  // Wakes `waker` when this watch fires or fails (at once if it already has).
-  void wake_when_ready(std::shared_ptr<WatchWaker> waker);
+  // Wakes `waker` when this watch fires or fails (at once if it already has). Holds it weakly:
+  // a waker its waiter dropped is forgotten (so repeated waits on one watch do not pile up).
+  void wake_when_ready(const std::shared_ptr<WatchWaker>& waker);
 
  private:
   enum class Outcome { kPending, kFired, kFailed };
   // Sets the outcome and takes the wakers out (under mu_), for waking after the lock.
-  std::vector<std::shared_ptr<WatchWaker>> finish_locked(Outcome outcome);
+  std::vector<std::weak_ptr<WatchWaker>> finish_locked(Outcome outcome);
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   Outcome outcome_ = Outcome::kPending;
   std::optional<Error> error_;
-  std::vector<std::shared_ptr<WatchWaker>> wakers_;
+  std::vector<std::weak_ptr<WatchWaker>> wakers_;
 };
 
 }  // namespace kvq::detail
