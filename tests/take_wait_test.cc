@@ -3,7 +3,7 @@
 // engine with the load average; on the memory engine p50 must be under 10 ms), a delayed item
 // coming due and an expired lease coming back (no push happens then: the wait is bounded by the
 // earliest timer's due time; a timer written during the wait is noticed through a watch of the
-// delayed-item counter), within kDueTolerance of the due time; nullopt at the timeout; bad input
+// delayed-item counter), within due_tolerance() of the due time; nullopt at the timeout; bad input
 // refused.
 #include <gtest/gtest.h>
 
@@ -30,9 +30,14 @@ using testing::LayerTest;
 using testing::percentile;
 using Clock = std::chrono::steady_clock;
 
-// How late after its due time a blocked wait may return a delayed item or an expired lease's item
-// (one transaction plus the watch's timer; sanitizers slow everything down).
-constexpr milliseconds kDueTolerance = testing::kSanitizerBuild ? 250ms : 50ms;
+// How late after its due time a blocked wait may return a delayed item or an expired lease's item:
+// one retry transaction plus the watch's timer. 50 ms on the embedded engines; 150 ms on etcd,
+// whose transactions are network round trips and a Raft commit (a few ms idle, tens of ms on an
+// oversubscribed machine); five times that under sanitizers.
+milliseconds due_tolerance(const std::string& engine) {
+  const milliseconds base = engine == "etcd" ? 150ms : 50ms;
+  return testing::kSanitizerBuild ? 5 * base : base;
+}
 
 void report(const std::string& what, const std::vector<double>& us) {
   double load[1] = {0};
@@ -57,6 +62,9 @@ class TakeWaitTest : public LayerTest {
     return o;
   }
   int rounds() const { return GetParam().engine == "etcd" ? 20 : 50; }
+  double tolerance_ms() const {
+    return static_cast<double>(due_tolerance(GetParam().engine).count());
+  }
 };
 
 TEST_P(TakeWaitTest, TakeWaitWakesSoonAfterAPush) {
@@ -154,7 +162,7 @@ TEST_P(TakeWaitTest, ADelayedItemComingDueWakesBlockedWaits) {
     }
     EXPECT_EQ(got, "d" + std::to_string(which));
     EXPECT_GE(late_ms, 0) << "returned before it was due";
-    EXPECT_LE(late_ms, static_cast<double>(kDueTolerance.count())) << "wait " << which;
+    EXPECT_LE(late_ms, tolerance_ms()) << "wait " << which;
     std::printf("delayed item due -> wait %d returned after %.1f ms\n", which, late_ms);
   }
 }
@@ -189,7 +197,7 @@ TEST_P(TakeWaitTest, ATimerWrittenDuringTheWaitWakesItWhenDue) {
     ASSERT_TRUE(got.has_value());
     EXPECT_EQ(got->value, nack ? "n" : "d");
     EXPECT_GE(late_ms, -1.0);
-    EXPECT_LE(late_ms, static_cast<double>(kDueTolerance.count())) << (nack ? "nack" : "push");
+    EXPECT_LE(late_ms, tolerance_ms()) << (nack ? "nack" : "push");
     q.ack(*got);
   }
 }
@@ -223,7 +231,7 @@ TEST_P(TakeWaitTest, AnExpiredLeaseComingBackWakesBlockedWaits) {
       EXPECT_EQ(attempt, 2);
     }
     EXPECT_GE(late_ms, 0);
-    EXPECT_LE(late_ms, static_cast<double>(kDueTolerance.count())) << (take ? "take" : "pop");
+    EXPECT_LE(late_ms, tolerance_ms()) << (take ? "take" : "pop");
     std::printf("lease expired -> %s_wait returned after %.1f ms\n", take ? "take" : "pop",
                 late_ms);
   }

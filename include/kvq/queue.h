@@ -196,8 +196,9 @@ class Queue {
                                 std::chrono::milliseconds visibility_timeout);
   // As take(), but while no item is ready it blocks until one is or `timeout` (>= 0) passes
   // (nullopt then). Woken by a watch on the size counter (every push writes it) and, with no push,
-  // at the due time of the earliest delayed item or lease (read when the wait starts; a delayed
-  // push or a delayed nack made during the wait is noticed at the next wake). No polling. Throws
+  // at the due time of the earliest delayed item or lease (read when the wait starts, and again
+  // when a delayed push or a nack with a delay writes the delayed-item counter, also watched; an
+  // extend that shortens a lease is noticed at its old deadline). No polling. Throws
   // invalid_option_value for visibility_timeout <= 0 or timeout < 0, and engine errors
   // (connection_failed if the engine's watch stream broke).
   std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,
