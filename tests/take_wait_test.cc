@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -64,6 +65,21 @@ class TakeWaitTest : public LayerTest {
   int rounds() const { return GetParam().engine == "etcd" ? 20 : 50; }
   double tolerance_ms() const {
     return static_cast<double>(due_tolerance(GetParam().engine).count());
+  }
+  // Runs `one_try` (it sets a case up, waits, checks the item and returns how late after the due
+  // time the wait returned, in ms) up to three times until that is within the tolerance. On an
+  // oversubscribed machine a descheduled thread can be 100+ ms late whatever the mechanism; a wait
+  // its timer did not wake would be seconds late (its 5 s timeout) on every try.
+  void expect_on_time(const std::function<double()>& one_try, const std::string& what) {
+    std::string lates;
+    for (int i = 0; i < 3; ++i) {
+      const double late_ms = one_try();
+      EXPECT_GE(late_ms, -1.0) << what << ": returned before it was due";
+      lates += std::to_string(late_ms) + " ms ";
+      if (late_ms <= tolerance_ms()) break;
+      if (i == 2) ADD_FAILURE() << what << ": late on every try: " << lates;
+    }
+    std::printf("%s: returned after %s\n", what.c_str(), lates.c_str());
   }
 };
 
@@ -136,34 +152,31 @@ TEST_P(TakeWaitTest, ADelayedItemComingDueWakesBlockedWaits) {
   Queue q(db_, space_, options());
   PriorityQueue pq(db_, space_.subspace(Tuple().append("pq")), options());
   for (int which = 0; which < 3; ++which) {
-    PushOptions later;
-    later.not_before = WallClock::now() + 300ms;
-    std::optional<std::string> got;
-    double late_ms = 0;
-    if (which == 0) {
-      q.push("d0", later);
-      late_ms = returned_after_due([&] { got = q.pop_wait(5s); }, *later.not_before);
-    } else if (which == 1) {
-      q.push("d1", later);
-      late_ms = returned_after_due(
-          [&] {
-            auto l = q.take_wait(30s, 5s);
+    expect_on_time(
+        [&] {
+          PushOptions later;
+          later.not_before = WallClock::now() + 300ms;
+          std::optional<std::string> got;
+          const auto value_of = [&](const std::optional<Lease>& l) {
             if (l) got = l->value;
-          },
-          *later.not_before);
-    } else {
-      pq.push("d2", 4, later);
-      late_ms = returned_after_due(
-          [&] {
-            auto l = pq.take_min_wait(30s, 5s);
-            if (l) got = l->value;
-          },
-          *later.not_before);
-    }
-    EXPECT_EQ(got, "d" + std::to_string(which));
-    EXPECT_GE(late_ms, 0) << "returned before it was due";
-    EXPECT_LE(late_ms, tolerance_ms()) << "wait " << which;
-    std::printf("delayed item due -> wait %d returned after %.1f ms\n", which, late_ms);
+          };
+          double late_ms = 0;
+          if (which == 0) {
+            q.push("d0", later);
+            late_ms = returned_after_due([&] { got = q.pop_wait(5s); }, *later.not_before);
+          } else if (which == 1) {
+            q.push("d1", later);
+            late_ms =
+                returned_after_due([&] { value_of(q.take_wait(30s, 5s)); }, *later.not_before);
+          } else {
+            pq.push("d2", 4, later);
+            late_ms =
+                returned_after_due([&] { value_of(pq.take_min_wait(30s, 5s)); }, *later.not_before);
+          }
+          EXPECT_EQ(got, "d" + std::to_string(which));
+          return late_ms;
+        },
+        "delayed item due -> wait " + std::to_string(which));
   }
 }
 
@@ -172,33 +185,37 @@ TEST_P(TakeWaitTest, ADelayedItemComingDueWakesBlockedWaits) {
 TEST_P(TakeWaitTest, ATimerWrittenDuringTheWaitWakesItWhenDue) {
   Queue q(db_, space_, options());
   for (bool nack : {false, true}) {
-    std::optional<Lease> held;
-    if (nack) {
-      q.push("n");
-      held = q.take(30s);
-    }
-    std::optional<Lease> got;
-    std::atomic<WallClock::time_point> due{};
-    std::thread writer([&] {
-      std::this_thread::sleep_for(100ms);  // the waiter blocks first
-      due = WallClock::now() + 300ms;
-      if (nack) {
-        q.nack(*held, 300ms);
-      } else {
-        PushOptions later;
-        later.not_before = due.load();
-        q.push("d", later);
-      }
-    });
-    got = q.take_wait(30s, 5s);
-    const double late_ms =
-        std::chrono::duration<double, std::milli>(WallClock::now() - due.load()).count();
-    writer.join();
-    ASSERT_TRUE(got.has_value());
-    EXPECT_EQ(got->value, nack ? "n" : "d");
-    EXPECT_GE(late_ms, -1.0);
-    EXPECT_LE(late_ms, tolerance_ms()) << (nack ? "nack" : "push");
-    q.ack(*got);
+    expect_on_time(
+        [&] {
+          std::optional<Lease> held;
+          if (nack) {
+            q.push("n");
+            held = q.take(30s);
+          }
+          std::atomic<WallClock::time_point> due{};
+          std::thread writer([&] {
+            std::this_thread::sleep_for(100ms);  // the waiter blocks first
+            due = WallClock::now() + 300ms;
+            if (nack) {
+              q.nack(*held, 300ms);
+            } else {
+              PushOptions later;
+              later.not_before = due.load();
+              q.push("d", later);
+            }
+          });
+          const std::optional<Lease> got = q.take_wait(30s, 5s);
+          const double late_ms =
+              std::chrono::duration<double, std::milli>(WallClock::now() - due.load()).count();
+          writer.join();
+          EXPECT_TRUE(got.has_value());
+          if (got) {
+            EXPECT_EQ(got->value, nack ? "n" : "d");
+            q.ack(*got);
+          }
+          return late_ms;
+        },
+        nack ? "nack with a delay during the wait" : "delayed push during the wait");
   }
 }
 
@@ -207,33 +224,35 @@ TEST_P(TakeWaitTest, ATimerWrittenDuringTheWaitWakesItWhenDue) {
 TEST_P(TakeWaitTest, AnExpiredLeaseComingBackWakesBlockedWaits) {
   Queue q(db_, space_, options());
   for (bool take : {false, true}) {
-    q.push("job");
-    const std::optional<Lease> first = q.take(300ms);
-    ASSERT_TRUE(first.has_value());
-    std::optional<std::string> got;
-    int attempt = 0;
-    const double late_ms = returned_after_due(
+    expect_on_time(
         [&] {
-          if (!take) {
-            got = q.pop_wait(5s);
-            return;
+          q.push("job");
+          const std::optional<Lease> first = q.take(300ms);
+          EXPECT_TRUE(first.has_value());
+          if (!first) return 0.0;
+          std::optional<std::string> got;
+          int attempt = 0;
+          const double late_ms = returned_after_due(
+              [&] {
+                if (!take) {
+                  got = q.pop_wait(5s);
+                  return;
+                }
+                auto l = q.take_wait(30s, 5s);
+                if (l) {
+                  got = l->value;
+                  attempt = l->attempt;
+                  q.ack(*l);
+                }
+              },
+              first->deadline);
+          EXPECT_EQ(got, "job");
+          if (take) {
+            EXPECT_EQ(attempt, 2);
           }
-          auto l = q.take_wait(30s, 5s);
-          if (l) {
-            got = l->value;
-            attempt = l->attempt;
-            q.ack(*l);
-          }
+          return late_ms;
         },
-        first->deadline);
-    EXPECT_EQ(got, "job");
-    if (take) {
-      EXPECT_EQ(attempt, 2);
-    }
-    EXPECT_GE(late_ms, 0);
-    EXPECT_LE(late_ms, tolerance_ms()) << (take ? "take" : "pop");
-    std::printf("lease expired -> %s_wait returned after %.1f ms\n", take ? "take" : "pop",
-                late_ms);
+        take ? "lease expired -> take_wait" : "lease expired -> pop_wait");
   }
 }
 
