@@ -12,20 +12,15 @@
 
 #include "kvq/kvq.h"
 #include "support/layer_fixture.h"
+#include "support/test_values.h"
 #include "tools/kvq/history.h"
 
 namespace kvq {
 namespace {
 
 using history::now_ns;
-
 using testing::LayerTest;
-
-std::vector<std::string> numbered(int from, int n) {
-  std::vector<std::string> out;
-  for (int i = from; i < from + n; ++i) out.push_back("v" + std::to_string(i));
-  return out;
-}
+using testing::numbered;
 
 void expect_ok(const history::Result& r) {
   EXPECT_TRUE(r.ok) << r.violations << " violations";

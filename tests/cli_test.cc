@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -163,6 +164,12 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue take --vt 0s", 2, "--vt"},
       {"{db} queue take --vt 30", 2, "--vt: Missing mandatory unit"},
       {"{db} queue take extra", 2, "queue take: unexpected argument 'extra'"},
+      {"{db} queue take --count 0", 2, "--count: Value 0 not in range"},
+      {"{db} queue take -n x", 2, "--count"},
+      {"{db} queue take --count 1000001", 2, "--count"},
+      {"{db} queue take --wait 5", 2, "--wait: Missing mandatory unit"},
+      {"{db} queue take --wait -1s", 2, "--wait"},
+      {"{db} queue take --wait 1s --vt 0s", 2, "--vt"},
       {"{db} queue ack", 2, "queue ack: token is required"},
       {"{db} queue ack 'not a token'", 1, "invalid_lease_token (9008): lease token: not base64url"},
       {"{db} queue ack a b", 2, "queue ack: unexpected argument 'b'"},
@@ -180,6 +187,10 @@ const std::vector<BadCase>& bad_cases() {
       // pq
       {"{db} pq take-min extra", 2, "pq take-min: unexpected argument 'extra'"},
       {"{db} pq take-max --vt -1s", 2, "--vt"},
+      {"{db} pq take-min --count 0", 2, "--count: Value 0 not in range"},
+      {"{db} pq take-max -n -3", 2, "--count"},
+      {"{db} pq take-min --wait 3", 2, "--wait: Missing mandatory unit"},
+      {"{db} pq take-max --wait 5parsecs", 2, "--wait"},
       {"{db} pq ack 'bad!token'", 1, "invalid_lease_token (9008)"},
       {"{db} pq push -p 1 --delay 5 v", 2, "--delay: Missing mandatory unit"},
       {"{db} pq push v", 2, "pq push: --priority is required"},
@@ -298,6 +309,41 @@ TEST_F(CliTest, WorkQueueCommandsPassLeaseTokensThroughTheShell) {
   CliRun pt = run(db.flag() + " pq take-max --vt 1s");
   ASSERT_EQ(pt.status, 0) << pt.err;
   EXPECT_EQ(run(db.flag() + " pq ack " + pt.out.substr(0, pt.out.find('\n'))).status, 0);
+}
+
+// take --count N leases up to N items in one transaction (token and value of each, in order);
+// take --wait blocks for the first (exit 3 if none came); --json prints one object per lease.
+TEST_F(CliTest, TakeCountAndWaitLeaseBatchesAndBlock) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
+  TestDb db;
+  const std::string q = db.flag() + " queue --name batch ";
+  ASSERT_EQ(run(q + "push a b c d").status, 0);
+  CliRun two = run(q + "take --count 2 --vt 30s");
+  ASSERT_EQ(two.status, 0) << two.err;
+  std::vector<std::string> lines;
+  for (std::size_t at = 0, nl; (nl = two.out.find('\n', at)) != std::string::npos; at = nl + 1) {
+    lines.push_back(two.out.substr(at, nl - at));
+  }
+  ASSERT_EQ(lines.size(), 4u) << two.out;
+  EXPECT_EQ(lines[1], "a");
+  EXPECT_EQ(lines[3], "b");
+  EXPECT_EQ(run(q + "ack " + lines[0]).status, 0);
+  EXPECT_EQ(run(q + "ack " + lines[2]).status, 0);
+  CliRun json = run(q + "take -n 5 --wait 1s --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const std::string second = json.out.substr(json.out.find('\n') + 1);
+  EXPECT_EQ(nlohmann::json::parse(json.out.substr(0, json.out.find('\n')))["value"], "c");
+  EXPECT_EQ(nlohmann::json::parse(second)["value"], "d");
+  const auto t0 = std::chrono::steady_clock::now();
+  CliRun none = run(q + "take --wait 300ms");
+  EXPECT_EQ(none.status, 3) << none.err;
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(290));
+  ASSERT_EQ(run(db.flag() + " pq push -p 1 low").status, 0);
+  ASSERT_EQ(run(db.flag() + " pq push -p 9 high").status, 0);
+  CliRun pt = run(db.flag() + " pq take-max --count 5 --wait 1s");
+  ASSERT_EQ(pt.status, 0) << pt.err;
+  EXPECT_NE(pt.out.find("\nhigh\n"), std::string::npos) << pt.out;
+  EXPECT_LT(pt.out.find("\nhigh\n"), pt.out.find("\nlow\n")) << pt.out;
 }
 
 TEST_F(CliTest, KvqErrorsNameTheErrorOnce) {

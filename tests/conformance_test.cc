@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -748,6 +749,26 @@ TEST_P(ConformanceTest, WatchWakesAWaitingThread) {
   put("w", "now");
   waiter.join();
   EXPECT_TRUE(fired);
+}
+
+TEST_P(ConformanceTest, WaitAnyReturnsWhenOneOfSeveralWatchesFires) {
+  Transaction tr = db_->create_transaction();
+  std::array<Watch, 2> ws{tr.watch("a"), tr.watch("b")};
+  tr.commit();
+  EXPECT_FALSE(Watch::wait_any(ws, 30ms));
+  std::atomic<bool> fired{false};
+  std::thread waiter([&] { fired = Watch::wait_any(ws, 20s); });
+  std::this_thread::sleep_for(10ms);
+  put("b", "now");
+  waiter.join();
+  EXPECT_TRUE(fired);
+  EXPECT_FALSE(ws[0].ready());
+  EXPECT_TRUE(ws[1].ready());
+  EXPECT_TRUE(Watch::wait_any(ws, 0ms)) << "an already fired watch";
+  ws[0].cancel();
+  EXPECT_EQ(code_of([&] { Watch::wait_any(ws, 0ms); }), ErrorCode::kOperationCancelled);
+  std::array<Watch, 1> empty{};
+  EXPECT_EQ(code_of([&] { Watch::wait_any(empty, 1ms); }), ErrorCode::kClientInvalidOperation);
 }
 
 TEST_P(ConformanceTest, ManyWatchersFollowAWriterWithoutMissingTheLastChange) {

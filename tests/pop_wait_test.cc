@@ -14,6 +14,7 @@
 
 #include "kvq/kvq.h"
 #include "support/layer_fixture.h"
+#include "support/test_values.h"
 
 namespace kvq {
 namespace {
@@ -21,6 +22,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using testing::LayerTest;
+using testing::percentile;
 
 class PopWaitTest : public LayerTest {
  protected:
@@ -31,11 +33,6 @@ class PopWaitTest : public LayerTest {
     return o;
   }
 };
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
-}
 
 // The time from the start of a push to the return of a pop_wait blocked before it, `rounds`
 // times, in microseconds.

@@ -33,6 +33,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -127,6 +128,10 @@ class Watch {
   bool ready() const;
   // Stops the watch: waiters get operation_cancelled. Idempotent.
   void cancel();
+  // Blocks until one of `watches` fires or fails, or `timeout` passes. Returns true if one fired;
+  // throws the error of one that failed (as wait_for), client_invalid_operation for an empty
+  // watch. The watches are left as they are (cancel the others if no longer needed).
+  static bool wait_any(std::span<const Watch> watches, std::chrono::milliseconds timeout);
 
   explicit Watch(std::shared_ptr<detail::WatchState> state) : state_(std::move(state)) {}
 

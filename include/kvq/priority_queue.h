@@ -81,7 +81,8 @@ class PriorityQueue {
   std::vector<std::string> pop_max_batch(std::size_t n);
   std::vector<std::string> pop_max_batch(Transaction& tr, std::size_t n);
   // As pop_min() / pop_max(), blocking while the queue is empty until an item comes (woken by a
-  // watch, not polling) or `timeout` passes (nullopt), as Queue::pop_wait.
+  // watch, not polling; also at the due time of the earliest delayed item or lease) or `timeout`
+  // passes (nullopt), as Queue::pop_wait.
   std::optional<std::string> pop_min_wait(std::chrono::milliseconds timeout);
   std::optional<std::string> pop_max_wait(std::chrono::milliseconds timeout);
 
@@ -115,6 +116,21 @@ class PriorityQueue {
   std::optional<Lease> take_min(Transaction& tr, std::chrono::milliseconds visibility_timeout);
   std::optional<Lease> take_max(std::chrono::milliseconds visibility_timeout);
   std::optional<Lease> take_max(Transaction& tr, std::chrono::milliseconds visibility_timeout);
+  // Take up to `n` items under leases in ONE transaction, in the order pop_min_batch /
+  // pop_max_batch would return them (lowest priority first, oldest first within one; max: highest
+  // first, newest first). Otherwise as Queue::take_batch.
+  std::vector<Lease> take_min_batch(std::size_t n, std::chrono::milliseconds visibility_timeout);
+  std::vector<Lease> take_min_batch(Transaction& tr, std::size_t n,
+                                    std::chrono::milliseconds visibility_timeout);
+  std::vector<Lease> take_max_batch(std::size_t n, std::chrono::milliseconds visibility_timeout);
+  std::vector<Lease> take_max_batch(Transaction& tr, std::size_t n,
+                                    std::chrono::milliseconds visibility_timeout);
+  // As take_min() / take_max(), blocking while no item is ready until one is or `timeout` passes
+  // (nullopt), woken as Queue::take_wait.
+  std::optional<Lease> take_min_wait(std::chrono::milliseconds visibility_timeout,
+                                     std::chrono::milliseconds timeout);
+  std::optional<Lease> take_max_wait(std::chrono::milliseconds visibility_timeout,
+                                     std::chrono::milliseconds timeout);
   // As Queue::ack / nack / extend (a nack with a delay puts the item back at its priority).
   void ack(const Lease& lease);
   void ack(Transaction& tr, const Lease& lease);

@@ -137,9 +137,11 @@ class Queue {
   // As pop_batch inside the caller's transaction.
   std::vector<std::string> pop_batch(Transaction& tr, std::size_t n);
   // As pop(), but while the queue is empty it blocks until an item comes (woken by a watch on the
-  // size counter, which every push writes: no polling) or `timeout` passes: nullopt then. A pop
-  // attempt under way at the timeout may finish up to 1 s later (pop_wait(0) is one try on any
-  // engine). Throws non-retryable engine errors (connection_failed if the watch stream broke).
+  // size counter, which every push writes: no polling; and at the due time of the earliest delayed
+  // item or lease, as take_wait) or `timeout` passes: nullopt then. A pop attempt under way at the
+  // timeout may finish up to 1 s later (pop_wait(0) is one try on any engine). Throws
+  // invalid_option_value for timeout < 0, non-retryable engine errors (connection_failed if the
+  // watch stream broke).
   std::optional<std::string> pop_wait(std::chrono::milliseconds timeout);
 
   // The front item without removing it; nullopt if empty. Adds a read conflict on it.
@@ -179,6 +181,28 @@ class Queue {
   // Throws invalid_option_value for visibility_timeout <= 0, and engine errors.
   std::optional<Lease> take(std::chrono::milliseconds visibility_timeout);
   std::optional<Lease> take(Transaction& tr, std::chrono::milliseconds visibility_timeout);
+  // Takes up to `n` items from the front under leases of `visibility_timeout` (> 0), in ONE
+  // transaction, in the order n take() calls (and pop_batch) would return them. Fewer than n if
+  // fewer are ready, or if more would not fit in one transaction of the engine (Database::limits();
+  // a take costs about four operations per item on etcd: 34 there by default); empty if none is
+  // ready or n == 0. Due timers (expired leases, delayed items) are moved back first, as by take.
+  // Each lease is acked, nacked or extended on its own. Idempotent under commit_unknown_result (one
+  // marker for the batch: a retry neither leases twice nor loses the leases). Throws
+  // invalid_option_value for visibility_timeout <= 0 (nothing changed, even for n == 0), and engine
+  // errors.
+  std::vector<Lease> take_batch(std::size_t n, std::chrono::milliseconds visibility_timeout);
+  // As take_batch inside the caller's transaction (no marker; idempotency is the caller's).
+  std::vector<Lease> take_batch(Transaction& tr, std::size_t n,
+                                std::chrono::milliseconds visibility_timeout);
+  // As take(), but while no item is ready it blocks until one is or `timeout` (>= 0) passes
+  // (nullopt then). Woken by a watch on the size counter (every push writes it) and, with no push,
+  // at the due time of the earliest delayed item or lease (read when the wait starts, and again
+  // when a delayed push or a nack with a delay writes the delayed-item counter, also watched; an
+  // extend that shortens a lease is noticed at its old deadline). No polling. Throws
+  // invalid_option_value for visibility_timeout <= 0 or timeout < 0, and engine errors
+  // (connection_failed if the engine's watch stream broke).
+  std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,
+                                 std::chrono::milliseconds timeout);
   // Removes the leased item. Allowed while the lease's fence exists: until the deadline, and after
   // it until a pop or take moves the item back (SQS-like). Throws lease_lost (nothing changed) once
   // the item was moved back (maybe taken again), acked or nacked; invalid_lease_token for a

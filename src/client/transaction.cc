@@ -91,6 +91,20 @@ void Watch::wait() const {
 
 bool Watch::ready() const { return state_ && state_->ready(); }
 
+bool Watch::wait_any(std::span<const Watch> watches, std::chrono::milliseconds timeout) {
+  auto waker = std::make_shared<detail::WatchWaker>();
+  for (const Watch& w : watches) {
+    if (!w.state_) throw Error(ErrorCode::kClientInvalidOperation, "wait on an empty watch");
+    w.state_->wake_when_ready(waker);
+  }
+  waker->wait_for(timeout);
+  bool fired = false;
+  for (const Watch& w : watches) {
+    if (w.ready()) fired = w.wait_for(std::chrono::milliseconds(0)) || fired;  // throws a failure
+  }
+  return fired;
+}
+
 void Watch::cancel() {
   if (state_) state_->fail(Error(ErrorCode::kOperationCancelled, "the watch was cancelled"));
 }

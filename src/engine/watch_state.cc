@@ -2,23 +2,72 @@
 
 namespace kvq::detail {
 
-void WatchState::fire() {
+namespace {
+
+void wake_all(const std::vector<std::weak_ptr<WatchWaker>>& wakers) {
+  for (const auto& weak : wakers) {
+    if (auto w = weak.lock()) w->wake();
+  }
+}
+
+}  // namespace
+
+void WatchWaker::wake() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (outcome_ != Outcome::kPending) return;
-    outcome_ = Outcome::kFired;
+    woken_ = true;
   }
   cv_.notify_all();
 }
 
-void WatchState::fail(const Error& error) {
+void WatchWaker::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto woken = [this] { return woken_; };
+  if (timeout >= std::chrono::hours(24 * 365 * 100)) {  // "no timeout", as WatchState::wait_for
+    cv_.wait(lock, woken);
+  } else {
+    cv_.wait_for(lock, timeout, woken);
+  }
+}
+
+std::vector<std::weak_ptr<WatchWaker>> WatchState::finish_locked(Outcome outcome) {
+  outcome_ = outcome;
+  return std::move(wakers_);
+}
+
+void WatchState::fire() {
+  std::vector<std::weak_ptr<WatchWaker>> wakers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (outcome_ != Outcome::kPending) return;
-    outcome_ = Outcome::kFailed;
-    error_ = error;
+    wakers = finish_locked(Outcome::kFired);
   }
   cv_.notify_all();
+  wake_all(wakers);
+}
+
+void WatchState::fail(const Error& error) {
+  std::vector<std::weak_ptr<WatchWaker>> wakers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (outcome_ != Outcome::kPending) return;
+    error_ = error;
+    wakers = finish_locked(Outcome::kFailed);
+  }
+  cv_.notify_all();
+  wake_all(wakers);
+}
+
+void WatchState::wake_when_ready(const std::shared_ptr<WatchWaker>& waker) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (outcome_ == Outcome::kPending) {
+      std::erase_if(wakers_, [](const std::weak_ptr<WatchWaker>& w) { return w.expired(); });
+      wakers_.emplace_back(waker);
+      return;
+    }
+  }
+  waker->wake();
 }
 
 bool WatchState::ready() const {

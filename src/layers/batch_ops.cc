@@ -1,7 +1,9 @@
-// ItemStore's batch operations (item_store.h, "batches"): many pushes or pops in one transaction,
-// in order. A push batch allocates its positions with one snapshot read per priority (Queue: one
-// read) and then counts up, so its items keep the batch's order; a pop batch reads the first (or
-// last) n items with one range read and clears them. docs/queues.md, "Batches".
+// ItemStore's batch operations (item_store.h, "batches", "takes"): many pushes, pops or takes in
+// one transaction, in order. A push batch allocates its positions with one snapshot read per
+// priority (Queue: one read) and then counts up, so its items keep the batch's order; a pop batch
+// reads the first (or last) n items with one range read and clears them; a take batch reads them
+// the same way and puts each under a lease (WorkItems::lease). A single take is a take batch of
+// one. docs/queues.md, "Batches".
 #include <algorithm>
 #include <climits>
 #include <map>
@@ -93,27 +95,34 @@ std::vector<KeyValue> ItemStore::end_items(Transaction& tr, Side side, std::size
   return contention::read_end(tr, items_, side, limit, /*snapshot=*/false);
 }
 
-// Takes the first item from `side`, measures what it added to the transaction
-// (Transaction::usage(): bytes, and on etcd the compares of the read and the delete), and takes as
-// many more (up to n in all) as the engine's limits leave room for. Reads only what it takes, so
-// the read-conflict range (which etcd counts per record) covers exactly the items taken.
-std::vector<std::string> ItemStore::take_fitting(Transaction& tr, Side side, std::size_t n) {
+// Consumes the first item from `side`, measures what it added to the transaction
+// (Transaction::usage(): bytes, and on etcd the compares of the read and the writes of consume),
+// and consumes as many more (up to n in all) as the engine's limits leave room for. Reads only what
+// it consumes, so the read-conflict range (which etcd counts per record) covers exactly those
+// items.
+std::size_t ItemStore::consume_fitting(Transaction& tr, Side side, std::size_t n,
+                                       const std::function<void(KeyValue&)>& consume) {
   work_.release_due(tr);  // expired leases and due delayed items first (work_items.h)
-  std::vector<std::string> out;
   // (usage() costs a pass over the transaction: not measured for a batch of one.)
   const TransactionUsage before = n > 1 ? tr.usage() : TransactionUsage{};
   std::vector<KeyValue> first = end_items(tr, side, 1);
-  if (first.empty()) return out;
-  tr.clear(first[0].key);
-  out.push_back(std::move(first[0].value));
+  if (first.empty()) return 0;
+  consume(first[0]);
   const std::size_t more = n > 1 ? std::min(n - 1, room_for_more(tr, before)) : 0;
-  // (A limit of 0 would mean "no limit".) Read-your-writes skips the item already cleared.
+  // (A limit of 0 would mean "no limit".) Read-your-writes skips the item already consumed.
   std::vector<KeyValue> rest = more > 0 ? end_items(tr, side, more) : std::vector<KeyValue>{};
-  for (KeyValue& kv : rest) {
+  for (KeyValue& kv : rest) consume(kv);
+  const std::size_t count = 1 + rest.size();
+  tr.atomic_add(items_.size_key, -static_cast<std::int64_t>(count));
+  return count;
+}
+
+std::vector<std::string> ItemStore::pop_fitting(Transaction& tr, Side side, std::size_t n) {
+  std::vector<std::string> out;
+  consume_fitting(tr, side, n, [&](KeyValue& kv) {
     tr.clear(kv.key);
     out.push_back(std::move(kv.value));
-  }
-  tr.atomic_add(items_.size_key, -static_cast<std::int64_t>(out.size()));
+  });
   return out;
 }
 
@@ -133,7 +142,7 @@ std::size_t ItemStore::room_for_more(Transaction& tr, const TransactionUsage& be
 std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n) {
   if (n == 0) return {};
   if (staged_) staged_->serve_all(tr);  // no overtaking of waiting high-contention pops
-  return take_fitting(tr, side, n);
+  return pop_fitting(tr, side, n);
 }
 
 std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n) {
@@ -155,7 +164,7 @@ std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std
         // conflicts with every registration and fulfilment, like a read of the whole range.
         auto waiting = tr.get(staged_->keys().waiting());
         if (waiting && common::decode_le64(*waiting) != 0) return std::nullopt;
-        std::vector<std::string> got = take_fitting(tr, side, n);
+        std::vector<std::string> got = pop_fitting(tr, side, n);
         if (got.empty() && staged_->has_abandoned(tr)) return std::nullopt;
         cleared = markers_.write(tr, marker);
         return got;
@@ -163,6 +172,36 @@ std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std
       [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, markers_.resolve_window());
   if (out) markers_.finished(marker, cleared);
   return out;
+}
+
+// ---- take batches ---------------------------------------------------------------------------
+
+std::vector<Lease> ItemStore::take_batch(Transaction& tr, Side side, std::size_t n,
+                                         std::chrono::milliseconds vt) {
+  const std::int64_t vt_us = WorkItems::lease_us(vt);
+  std::vector<Lease> out;
+  if (n == 0) return out;
+  consume_fitting(tr, side, n, [&](KeyValue& kv) { out.push_back(work_.lease(tr, kv, vt_us)); });
+  work_.count_taken(tr, out.size());
+  return out;
+}
+
+std::vector<Lease> ItemStore::take_batch(Side side, std::size_t n, std::chrono::milliseconds vt) {
+  WorkItems::lease_us(vt);
+  if (n == 0) return {};
+  return run_marked([&](Transaction& tr) { return take_batch(tr, side, n, vt); });
+}
+
+std::optional<Lease> ItemStore::take(Transaction& tr, Side side, std::chrono::milliseconds vt) {
+  std::vector<Lease> one = take_batch(tr, side, 1, vt);
+  if (one.empty()) return std::nullopt;
+  return std::move(one.front());
+}
+
+std::optional<Lease> ItemStore::take(Side side, std::chrono::milliseconds vt) {
+  std::vector<Lease> one = take_batch(side, 1, vt);
+  if (one.empty()) return std::nullopt;
+  return std::move(one.front());
 }
 
 }  // namespace kvq::detail

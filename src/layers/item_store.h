@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kvq/database.h"
+#include "kvq/lease.h"
 #include "kvq/queue.h"
 #include "kvq/subspace.h"
 #include "layers/contention/control.h"
@@ -87,10 +89,25 @@ class ItemStore {
   std::optional<std::string> pop_alone(Side side, std::chrono::milliseconds timeout);
   bool high_contention() const { return staged_ != nullptr; }
 
+  // ---- takes (batch_ops.cc): leases of the items pops would return ----
+  // Takes up to `n` items from `side` under leases of `vt` (> 0, else invalid_option_value, checked
+  // first), in one transaction, in pop_batch's order and cut to the engine's limits as pop_batch;
+  // due timers are released first. The own-loop form is safe under commit_unknown_result (one
+  // marker). Takes do not use high-contention staging (conflicting takes retry).
+  std::vector<Lease> take_batch(Side side, std::size_t n, std::chrono::milliseconds vt);
+  std::vector<Lease> take_batch(Transaction& tr, Side side, std::size_t n,
+                                std::chrono::milliseconds vt);
+  // take_batch of one: nullopt if no item is ready.
+  std::optional<Lease> take(Side side, std::chrono::milliseconds vt);
+  std::optional<Lease> take(Transaction& tr, Side side, std::chrono::milliseconds vt);
+
   // ---- blocking waits (waiting.cc) ----
   // A pop that, while the queue is empty, blocks on a watch of the size counter (written by every
   // push) until an item comes or `timeout` passes (nullopt then).
   std::optional<std::string> pop_wait(Side side, std::chrono::milliseconds timeout);
+  // A take (lease of `vt`) that blocks as pop_wait does while no item is ready.
+  std::optional<Lease> take_wait(Side side, std::chrono::milliseconds vt,
+                                 std::chrono::milliseconds timeout);
 
   const Subspace& subspace() const { return subspace_; }
   Database& db() { return *db_; }
@@ -121,7 +138,16 @@ class ItemStore {
   void write_batch(Transaction& tr, std::span<const PushItem> items,
                    const std::vector<std::string>& randoms);
   void check_fits(Transaction& tr, std::size_t count);
-  std::vector<std::string> take_fitting(Transaction& tr, Side side, std::size_t n);
+  // Calls consume(kv) on up to `n` items from `side` (consume clears or moves each) and takes
+  // them off the size counter; returns how many.
+  std::size_t consume_fitting(Transaction& tr, Side side, std::size_t n,
+                              const std::function<void(KeyValue&)>& consume);
+  std::vector<std::string> pop_fitting(Transaction& tr, Side side, std::size_t n);
+  // The loop of pop_wait and take_wait: runs attempt(time left) until it returns true (done) or
+  // `timeout` passes, sleeping on a watch of the size counter between attempts, bounded by the
+  // earliest timer's due time (waiting.cc).
+  void wait_for_item(Side side, std::chrono::milliseconds timeout,
+                     const std::function<bool(std::chrono::milliseconds)>& attempt);
   std::size_t room_for_more(Transaction& tr, const TransactionUsage& before);
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
   std::optional<std::string> pop_plain(Transaction& tr, Side side);

@@ -27,16 +27,39 @@ void PriorityQueue::push(Transaction& tr, std::string_view value, std::int64_t p
 }
 
 std::optional<Lease> PriorityQueue::take_min(std::chrono::milliseconds vt) {
-  return store_->work().take(Side::kFront, vt);
+  return store_->take(Side::kFront, vt);
 }
 std::optional<Lease> PriorityQueue::take_min(Transaction& tr, std::chrono::milliseconds vt) {
-  return store_->work().take(tr, Side::kFront, vt);
+  return store_->take(tr, Side::kFront, vt);
 }
+std::vector<Lease> PriorityQueue::take_min_batch(std::size_t n, std::chrono::milliseconds vt) {
+  return store_->take_batch(Side::kFront, n, vt);
+}
+std::vector<Lease> PriorityQueue::take_min_batch(Transaction& tr, std::size_t n,
+                                                 std::chrono::milliseconds vt) {
+  return store_->take_batch(tr, Side::kFront, n, vt);
+}
+std::optional<Lease> PriorityQueue::take_min_wait(std::chrono::milliseconds vt,
+                                                  std::chrono::milliseconds timeout) {
+  return store_->take_wait(Side::kFront, vt, timeout);
+}
+
 std::optional<Lease> PriorityQueue::take_max(std::chrono::milliseconds vt) {
-  return store_->work().take(Side::kBack, vt);
+  return store_->take(Side::kBack, vt);
 }
 std::optional<Lease> PriorityQueue::take_max(Transaction& tr, std::chrono::milliseconds vt) {
-  return store_->work().take(tr, Side::kBack, vt);
+  return store_->take(tr, Side::kBack, vt);
+}
+std::vector<Lease> PriorityQueue::take_max_batch(std::size_t n, std::chrono::milliseconds vt) {
+  return store_->take_batch(Side::kBack, n, vt);
+}
+std::vector<Lease> PriorityQueue::take_max_batch(Transaction& tr, std::size_t n,
+                                                 std::chrono::milliseconds vt) {
+  return store_->take_batch(tr, Side::kBack, n, vt);
+}
+std::optional<Lease> PriorityQueue::take_max_wait(std::chrono::milliseconds vt,
+                                                  std::chrono::milliseconds timeout) {
+  return store_->take_wait(Side::kBack, vt, timeout);
 }
 
 void PriorityQueue::ack(const Lease& lease) { store_->work().ack(lease); }

@@ -24,10 +24,22 @@ void Queue::push(Transaction& tr, std::string_view value, const PushOptions& opt
 }
 
 std::optional<Lease> Queue::take(std::chrono::milliseconds vt) {
-  return store_->work().take(Side::kFront, vt);
+  return store_->take(Side::kFront, vt);
 }
 std::optional<Lease> Queue::take(Transaction& tr, std::chrono::milliseconds vt) {
-  return store_->work().take(tr, Side::kFront, vt);
+  return store_->take(tr, Side::kFront, vt);
+}
+
+std::vector<Lease> Queue::take_batch(std::size_t n, std::chrono::milliseconds vt) {
+  return store_->take_batch(Side::kFront, n, vt);
+}
+std::vector<Lease> Queue::take_batch(Transaction& tr, std::size_t n, std::chrono::milliseconds vt) {
+  return store_->take_batch(tr, Side::kFront, n, vt);
+}
+
+std::optional<Lease> Queue::take_wait(std::chrono::milliseconds vt,
+                                      std::chrono::milliseconds timeout) {
+  return store_->take_wait(Side::kFront, vt, timeout);
 }
 
 void Queue::ack(const Lease& lease) { store_->work().ack(lease); }

@@ -1,68 +1,115 @@
-// ItemStore's blocking waits (item_store.h, "blocking waits"): pop_wait. A pop that finds the
-// queue empty arms a watch on the size counter in a transaction that saw no item, and blocks on
-// it. Every push writes the size counter (atomic_add), so the first push after that transaction's
-// read version fires the watch; a push that came between the failed pop and the watch's
-// transaction is seen by that transaction (an item is there), and the pop is tried again at once.
-// No polling. docs/queues.md, "Blocking waits".
-#include <thread>
+// ItemStore's blocking waits (item_store.h, "blocking waits"): pop_wait and take_wait, one loop.
+// An attempt (a pop, or a take) that finds no item arms a watch on the size counter in a
+// transaction that saw no item, and blocks on it. Every push writes the size counter
+// (atomic_add), so the first push after that transaction's read version fires the watch; a push
+// that came between the failed attempt and the watch's transaction is seen by that transaction (an
+// item is there), and the attempt is made again at once. Items also become ready with no push: a
+// delayed item coming due, an expired lease coming back (the next pop or take moves them, see
+// work_items.h). So the same transaction reads the earliest timer (snapshot) and the sleep ends at
+// its due time at the latest; and it watches the delayed-item counter too, which a delayed push or
+// a nack with a delay writes during the wait (a new, maybe earlier, timer). No polling.
+// docs/queues.md, "Blocking waits".
+#include <array>
 
 #include "kvq/error.h"
+#include "layers/item_keys.h"
 #include "layers/item_store.h"
 
 namespace kvq::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
 
-// A bound on the wait when an item is visible but pops found none twice in a row (an item a pop
-// cannot take, e.g. one being put back): waiting on the watch alone could then sleep until the
-// next push, retrying at once would spin.
-constexpr std::chrono::milliseconds kRecheck{5};
+// A bound on the wait when an item is visible but attempts found none twice in a row (an item an
+// attempt cannot take, e.g. one being put back): waiting on the watch alone could then sleep until
+// the next push, retrying at once would spin.
+constexpr milliseconds kRecheck{5};
+// The least sleep until a timer is due (its due time is on another client's wall clock; a timer
+// already due but not yet moved back is retried after this, not at once).
+constexpr milliseconds kTimerSlack{1};
 // The least time a pop attempt gets, however little of the wait is left: a remote engine needs a
 // few round trips for one pop, and pop_wait(0) means "one try, no waiting", not "no time at all".
-constexpr std::chrono::milliseconds kPopAttemptFloor{1000};
+constexpr milliseconds kPopAttemptFloor{1000};
 
-std::chrono::milliseconds left(Clock::time_point deadline) {
-  const auto d = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-  return d.count() > 0 ? d : std::chrono::milliseconds(0);
+milliseconds left(Clock::time_point deadline) {
+  const auto d = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+  return d.count() > 0 ? d : milliseconds(0);
 }
 
-// A watch of the size counter and whether an item was visible when it was armed.
+// Watches of the size counter and of the delayed-item counter, whether an item was visible when
+// they were armed, and the earliest timer's due time (unix us) then.
 struct Armed {
-  Watch watch;
+  std::array<Watch, 2> watches;
   bool item_visible = false;
+  std::optional<std::int64_t> next_due_us;
 };
+
+// How long to sleep on `armed`: until the deadline, the earliest timer's due time, or kRecheck
+// after the second failed attempt in a row while an item was visible.
+milliseconds sleep_bound(const Armed& armed, int visible_in_a_row, Clock::time_point deadline) {
+  milliseconds wait = left(deadline);
+  if (visible_in_a_row > 0) wait = std::min(wait, kRecheck);
+  if (armed.next_due_us) {
+    const std::int64_t until_due_us = *armed.next_due_us - now_us();
+    const milliseconds until_due =
+        std::chrono::ceil<milliseconds>(std::chrono::microseconds(until_due_us)) + kTimerSlack;
+    wait = std::min(wait, std::max(until_due, kTimerSlack));
+  }
+  return wait;
+}
 
 }  // namespace
 
-std::optional<std::string> ItemStore::pop_wait(Side side, std::chrono::milliseconds timeout) {
+void ItemStore::wait_for_item(Side side, milliseconds timeout,
+                              const std::function<bool(milliseconds)>& attempt) {
   if (timeout.count() < 0) {
-    throw Error(ErrorCode::kInvalidOptionValue, "queue: pop_wait timeout must be >= 0");
+    throw Error(ErrorCode::kInvalidOptionValue, "queue: a wait's timeout must be >= 0");
   }
   const auto deadline = Clock::now() + timeout;
   int visible_in_a_row = 0;
   for (;;) {
-    // Combined pops take no timeout (they are quick); the others are bounded by the deadline.
-    const auto pop_timeout =
-        combined_ ? std::chrono::milliseconds(0) : std::max(left(deadline), kPopAttemptFloor);
-    try {
-      if (auto v = pop(side, pop_timeout)) return v;
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kTimedOut) throw;
-      return std::nullopt;
-    }
-    if (left(deadline).count() == 0) return std::nullopt;
+    if (attempt(left(deadline)) || left(deadline).count() == 0) return;
     Armed armed = db_->run([&](Transaction& tr) {
       const bool visible = end_item(tr, side, /*snapshot=*/true).has_value();
-      return Armed{tr.watch(items_.size_key), visible};
+      return Armed{{tr.watch(items_.size_key), tr.watch(work_.delayed_key())},
+                   visible,
+                   work_.next_due_us(tr)};
     });
     visible_in_a_row = armed.item_visible ? visible_in_a_row + 1 : 0;
     if (visible_in_a_row != 1) {
-      const auto wait = visible_in_a_row == 0 ? left(deadline) : std::min(left(deadline), kRecheck);
-      armed.watch.wait_for(wait);
+      Watch::wait_any(armed.watches, sleep_bound(armed, visible_in_a_row, deadline));
     }
-    armed.watch.cancel();  // (no effect once fired; frees the engine's stream otherwise)
+    // (No effect once fired; frees the engine's streams otherwise.)
+    for (Watch& w : armed.watches) w.cancel();
   }
+}
+
+std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) {
+  std::optional<std::string> out;
+  wait_for_item(side, timeout, [&](milliseconds time_left) {
+    // Combined pops take no timeout (they are quick); the others are bounded by the time left,
+    // but get at least kPopAttemptFloor.
+    const auto pop_timeout = combined_ ? milliseconds(0) : std::max(time_left, kPopAttemptFloor);
+    try {
+      out = pop(side, pop_timeout);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kTimedOut) throw;
+      return true;  // out of time: nullopt
+    }
+    return out.has_value();
+  });
+  return out;
+}
+
+std::optional<Lease> ItemStore::take_wait(Side side, milliseconds vt, milliseconds timeout) {
+  WorkItems::lease_us(vt);  // invalid_option_value before waiting
+  std::optional<Lease> out;
+  wait_for_item(side, timeout, [&](milliseconds) {
+    out = take(side, vt);
+    return out.has_value();
+  });
+  return out;
 }
 
 }  // namespace kvq::detail

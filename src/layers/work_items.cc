@@ -111,28 +111,30 @@ void WorkItems::to_ready(Transaction& tr, const Timer& timer, const std::string&
 
 // ---- leases ---------------------------------------------------------------------------------
 
-std::optional<Lease> WorkItems::take(Transaction& tr, Side side, std::chrono::milliseconds vt) {
-  const std::int64_t vt_us = positive_us(vt);
-  release_due(tr);
-  auto front = contention::read_end(tr, items_, side, 1, /*snapshot=*/false);
-  if (front.empty()) return std::nullopt;
-  const ItemKey item = parse_item_key(subspace_, front[0].key, prioritized_);
+std::int64_t WorkItems::lease_us(std::chrono::milliseconds vt) { return positive_us(vt); }
+
+Lease WorkItems::lease(Transaction& tr, KeyValue& kv, std::int64_t vt_us) {
+  const ItemKey item = parse_item_key(subspace_, kv.key, prioritized_);
   const Timer timer{now_us() + vt_us, common::random_bytes(kTakeIdSize),
                     Timer::kLease,    item.attempts + 1,
                     item.priority,    item.base};
   const std::string due_key = keys_.due(timer);
-  tr.clear(front[0].key);
-  tr.set(due_key, front[0].value);
+  tr.clear(kv.key);
+  tr.set(due_key, kv.value);
   tr.set(keys_.taken(timer.id), due_key);
-  add(tr, items_.size_key, -1);
-  add(tr, keys_.leased(), 1);
-  return Lease{std::move(front[0].value), make_token(tag_, timer.id), timer.attempts,
+  return Lease{std::move(kv.value), make_token(tag_, timer.id), timer.attempts,
                to_time(timer.due_us), item.priority};
 }
 
-std::optional<Lease> WorkItems::take(Side side, std::chrono::milliseconds vt) {
-  positive_us(vt);
-  return run_marked(*db_, markers_, [&](Transaction& tr) { return take(tr, side, vt); });
+void WorkItems::count_taken(Transaction& tr, std::size_t n) {
+  if (n > 0) add(tr, keys_.leased(), static_cast<std::int64_t>(n));
+}
+
+std::optional<std::int64_t> WorkItems::next_due_us(Transaction& tr) {
+  auto first =
+      tr.get_range(keys_.due_range().begin, keys_.due_range().end, {.limit = 1, .snapshot = true});
+  if (first.empty()) return std::nullopt;
+  return keys_.parse_due(first[0].key).due_us;
 }
 
 // The lease's fence (a non-snapshot read: conflicts with its move back and with other acks), its

@@ -43,10 +43,16 @@ class WorkItems {
   // lease used up max_attempts.
   void release_due(Transaction& tr);
 
-  // Takes the item at `side` under a lease of `vt` (> 0, else invalid_option_value); nullopt if
-  // there is no ready item. The own-loop form is safe under commit_unknown_result (marker).
-  std::optional<Lease> take(Transaction& tr, Side side, std::chrono::milliseconds vt);
-  std::optional<Lease> take(Side side, std::chrono::milliseconds vt);
+  // The visibility timeout `vt` in microseconds; throws invalid_option_value unless vt > 0.
+  static std::int64_t lease_us(std::chrono::milliseconds vt);
+  // Puts the item `kv` (read from the items, non-snapshot) under a lease of `vt_us`: clears it and
+  // writes its timer and fence. The caller adjusts the counters (count_taken).
+  Lease lease(Transaction& tr, KeyValue& kv, std::int64_t vt_us);
+  // Counts `n` items just leased (the caller took them off the size counter).
+  void count_taken(Transaction& tr, std::size_t n);
+  // The due time (unix us) of the earliest timer (lease or delayed item), from a snapshot read;
+  // nullopt if there is none. A blocking wait bounds its sleep by it.
+  std::optional<std::int64_t> next_due_us(Transaction& tr);
   // Throw lease_lost if the lease's fence is gone, invalid_lease_token for a bad token,
   // invalid_option_value for a bad duration; then nothing is changed.
   void ack(Transaction& tr, const Lease& lease);
@@ -73,6 +79,9 @@ class WorkItems {
   // Removes every lease and delayed item (Queue::clear).
   void clear(Transaction& tr);
 
+  // The counter of delayed items: every delayed push and every nack with a delay writes it (a
+  // blocking wait watches it, as no push happens then).
+  const std::string& delayed_key() const { return keys_.delayed(); }
   const Subspace& dead_subspace() const { return dead_.subspace(); }
   const std::shared_ptr<Database>& db() const { return db_; }
 

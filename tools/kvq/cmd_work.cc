@@ -1,10 +1,14 @@
 // The work-queue commands of `kvq queue` and `kvq pq` (kvq/lease.h; docs/queues.md, "Work
-// queues"): take (pq: take-min, take-max), ack, nack, extend, stats, dead-letters, redrive. Lease
-// tokens print as base64url text ([A-Za-z0-9_-]), which a shell passes back unchanged.
+// queues"): take (pq: take-min, take-max; --count N leases in one transaction, --wait DUR blocks
+// until one is ready), ack, nack, extend, stats, dead-letters, redrive. Lease tokens print as
+// base64url text ([A-Za-z0-9_-]), which a shell passes back unchanged.
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "tools/kvq/commands.h"
 
@@ -16,7 +20,9 @@ struct WorkArgs {
   std::int64_t delay_ms = 0;
   std::string token;
   std::string reason;
-  std::int64_t count = 0;
+  std::int64_t count = 0;       // redrive
+  std::int64_t take_count = 1;  // take --count
+  std::int64_t wait_ms = 0;     // take --wait
   int limit = 10;
   bool json = false;
   bool raw = false;
@@ -147,18 +153,55 @@ void add_state_commands(CLI::App* group, Context& ctx, std::function<Q()> open,
   });
 }
 
+// The batch and blocking forms of one take command (Queue::take; pq: its min or max side).
+template <typename Q>
+struct TakeFns {
+  std::function<std::vector<Lease>(Q&, std::size_t, std::chrono::milliseconds)> batch;
+  std::function<std::optional<Lease>(Q&, std::chrono::milliseconds, std::chrono::milliseconds)>
+      wait;
+};
+
+// --wait: block for the first lease, then take the rest of --count at once (as `pop --wait -n`).
+template <typename Q>
+std::vector<Lease> run_take(Q& q, const TakeFns<Q>& fns, const WorkArgs& args) {
+  const std::chrono::milliseconds vt(args.vt_ms);
+  const auto count = static_cast<std::size_t>(args.take_count);
+  if (args.wait_ms == 0) return fns.batch(q, count, vt);
+  std::vector<Lease> out;
+  if (auto first = fns.wait(q, vt, std::chrono::milliseconds(args.wait_ms))) {
+    out.push_back(std::move(*first));
+    if (count > 1) {
+      for (Lease& l : fns.batch(q, count - 1, vt)) out.push_back(std::move(l));
+    }
+  }
+  return out;
+}
+
 template <typename Q>
 void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
-              std::shared_ptr<WorkArgs> args, const std::string& name,
-              std::optional<Lease> (Q::*take)(std::chrono::milliseconds), const std::string& what) {
+              std::shared_ptr<WorkArgs> args, const std::string& name, TakeFns<Q> fns,
+              const std::string& what) {
   auto* command = group->add_subcommand(
       name, "lease the next item: print its token, then the value (exit 3 if none is ready)");
   add_vt(command, *args, "visibility timeout: 500ms, 30s, 5m");
   command->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
   command->add_flag("--json", args->json, "print JSON (token, attempt, deadline_ms, value)");
-  set_action(command, ctx, [open, args, take, what] {
+  command
+      ->add_option("--count,-n", args->take_count,
+                   "lease up to N items in one transaction: token and value of each, in order")
+      ->check(CLI::Range(1, 1'000'000));
+  command
+      ->add_option("--wait", args->wait_ms,
+                   "while none is ready, wait this long for one (exit 3 if none came): 500ms, "
+                   "5s, 1m; woken by a watch, not polling")
+      ->transform(DurationMs())
+      ->check(CLI::NonNegativeNumber);
+  set_action(command, ctx, [open, args, fns, what] {
     Q q = open();
-    return print_lease((q.*take)(std::chrono::milliseconds(args->vt_ms)), *args, what);
+    const std::vector<Lease> leases = run_take(q, fns, *args);
+    if (leases.empty()) return print_lease(std::nullopt, *args, what);
+    for (const Lease& l : leases) print_lease(l, *args, what);
+    return kExitOk;
   });
 }
 
@@ -166,19 +209,24 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
 
 void add_queue_work_commands(CLI::App* queue, Context& ctx, std::function<Queue()> open) {
   auto args = std::make_shared<WorkArgs>();
-  add_take<Queue>(queue, ctx, open, args, "take", &Queue::take, "queue");
+  TakeFns<Queue> take{[](Queue& q, std::size_t n, auto vt) { return q.take_batch(n, vt); },
+                      [](Queue& q, auto vt, auto timeout) { return q.take_wait(vt, timeout); }};
+  add_take<Queue>(queue, ctx, open, args, "take", take, "queue");
   add_lease_commands<Queue>(queue, ctx, open, args);
   add_state_commands<Queue>(queue, ctx, open, args);
 }
 
 void add_pq_work_commands(CLI::App* pq, Context& ctx, std::function<PriorityQueue()> open) {
+  using PQ = PriorityQueue;
   auto args = std::make_shared<WorkArgs>();
-  add_take<PriorityQueue>(pq, ctx, open, args, "take-min", &PriorityQueue::take_min,
-                          "priority queue");
-  add_take<PriorityQueue>(pq, ctx, open, args, "take-max", &PriorityQueue::take_max,
-                          "priority queue");
-  add_lease_commands<PriorityQueue>(pq, ctx, open, args);
-  add_state_commands<PriorityQueue>(pq, ctx, open, args);
+  TakeFns<PQ> min{[](PQ& q, std::size_t n, auto vt) { return q.take_min_batch(n, vt); },
+                  [](PQ& q, auto vt, auto timeout) { return q.take_min_wait(vt, timeout); }};
+  TakeFns<PQ> max{[](PQ& q, std::size_t n, auto vt) { return q.take_max_batch(n, vt); },
+                  [](PQ& q, auto vt, auto timeout) { return q.take_max_wait(vt, timeout); }};
+  add_take<PQ>(pq, ctx, open, args, "take-min", min, "priority queue");
+  add_take<PQ>(pq, ctx, open, args, "take-max", max, "priority queue");
+  add_lease_commands<PQ>(pq, ctx, open, args);
+  add_state_commands<PQ>(pq, ctx, open, args);
 }
 
 }  // namespace kvq::cli
