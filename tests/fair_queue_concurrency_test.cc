@@ -1,0 +1,147 @@
+// FairQueue under 16 threads on every engine: every item popped exactly once and FIFO within each
+// tenant (the whole history checked per tenant with tools/kvq/history.h), and the per-tenant lease
+// limit never exceeded while workers take and ack.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvq/kvq.h"
+#include "support/fair_fixture.h"
+#include "tools/kvq/history.h"
+
+namespace kvq {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FairTest;
+
+constexpr int kThreads = 16;
+constexpr int kTenants = 8;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class FairQueueConcurrencyTest : public FairTest {
+ protected:
+  // Items pushed in total: $KVQ_TEST_ITEMS (memory), fewer on the engines whose commits sync.
+  int items() const {
+    if (GetParam() == "etcd") return static_cast<int>(testing::env_int("KVQ_TEST_ETCD_ITEMS", 800));
+    if (GetParam() == "rocksdb") return 4000;
+    return static_cast<int>(testing::test_items() / 5);
+  }
+};
+
+// The history of one tenant: its pushes and the pops that returned its items.
+struct TenantHistory {
+  std::vector<history::Push> pushes;
+  std::vector<history::Pop> pops;
+  std::vector<std::string> left;
+};
+
+TEST_P(FairQueueConcurrencyTest, EveryItemOnceAndInOrderWithinEachTenant) {
+  FairQueue fq = make();
+  const int n = items(), producers = kThreads / 2;
+  std::vector<TenantHistory> by_tenant(kTenants);
+  std::mutex mu;
+  std::atomic<int> producing{producers};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = p; i < n; i += producers) {
+        const std::string tenant = "t" + std::to_string(i % kTenants);
+        history::Push h{tenant + "-" + std::to_string(i), 0, now_ns(), 0};
+        fq.push(tenant, h.value);
+        h.end = now_ns();
+        std::lock_guard<std::mutex> lock(mu);
+        by_tenant[static_cast<std::size_t>(i % kTenants)].pushes.push_back(std::move(h));
+      }
+      --producing;
+    });
+  }
+  for (int c = 0; c < kThreads - producers; ++c) {
+    threads.emplace_back([&] {
+      for (int empties = 0; empties < 2;) {
+        const bool done = producing.load() == 0;
+        const std::int64_t start = now_ns();
+        std::optional<FairItem> item = fq.pop();
+        empties = (!item && done) ? empties + 1 : 0;
+        if (!item) continue;
+        history::Pop h{history::PopKind::kFifo, item->value, start, now_ns()};
+        std::lock_guard<std::mutex> lock(mu);
+        by_tenant[static_cast<std::size_t>(std::stoi(item->tenant.substr(1)))].pops.push_back(
+            std::move(h));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  while (auto item = fq.pop()) {
+    by_tenant[static_cast<std::size_t>(std::stoi(item->tenant.substr(1)))].left.push_back(
+        item->value);
+  }
+  std::int64_t popped = 0;
+  for (const TenantHistory& h : by_tenant) {
+    const history::Result r = history::check(h.pushes, h.pops, h.left);
+    EXPECT_TRUE(r.ok) << r.violations << " violations";
+    for (const auto& p : r.problems) ADD_FAILURE() << p;
+    EXPECT_EQ(r.remaining, 0) << "the pops stopped while items were left";
+    popped += r.popped;
+  }
+  EXPECT_EQ(popped, n);
+  EXPECT_EQ(fq.size(), 0);
+}
+
+TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {
+  FairQueueOptions o;
+  o.max_leased_per_tenant = 2;
+  FairQueue fq = make(o);
+  const int per_tenant = items() / 4 / kTenants;
+  for (int t = 0; t < kTenants; ++t) push_many(fq, "t" + std::to_string(t), per_tenant);
+  const int total = per_tenant * kTenants;
+  std::vector<std::atomic<int>> leased(kTenants);
+  std::atomic<int> most{0}, acked{0};
+  std::mutex mu;
+  std::multiset<std::string> done;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kThreads; ++w) {
+    workers.emplace_back([&] {
+      while (acked.load() < total) {
+        std::optional<Lease> lease = fq.take(60s);
+        if (!lease) {
+          std::this_thread::sleep_for(1ms);
+          continue;
+        }
+        auto& count = leased[static_cast<std::size_t>(std::stoi(lease->tenant.substr(1)))];
+        const int now = ++count;  // this lease is live from take's commit to ack's commit
+        for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+        }
+        std::this_thread::sleep_for(200us);
+        --count;
+        fq.ack(*lease);
+        ++acked;
+        std::lock_guard<std::mutex> lock(mu);
+        done.insert(lease->value);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  EXPECT_LE(most.load(), 2) << "a tenant had more than 2 items leased at once";
+  EXPECT_EQ(most.load(), 2) << "the limit was never reached: the test showed nothing";
+  EXPECT_EQ(done.size(), static_cast<std::size_t>(total));
+  EXPECT_EQ(std::set<std::string>(done.begin(), done.end()).size(), done.size()) << "acked twice";
+  EXPECT_EQ(fq.take(60s), std::nullopt);
+}
+
+KVQ_FAIR_ENGINES(FairQueueConcurrencyTest);
+
+}  // namespace
+}  // namespace kvq
