@@ -136,7 +136,9 @@ TEST_P(FairQueueTest, DelayedItemsWaitAndThenTheirTenantIsServed) {
   fq.push("t", "late", later);
   fq.push("u", "now");
   EXPECT_EQ(fq.pop(), (FairItem{"u", "now"}));
-  if (std::chrono::steady_clock::now() - start < 250ms) EXPECT_EQ(fq.pop(), std::nullopt);
+  if (std::chrono::steady_clock::now() - start < 250ms) {
+    EXPECT_EQ(fq.pop(), std::nullopt);
+  }
   auto item = fq.pop_wait(5s);
   ASSERT_TRUE(item);
   EXPECT_EQ(*item, (FairItem{"t", "late"}));
