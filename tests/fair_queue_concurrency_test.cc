@@ -107,6 +107,9 @@ TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {
   const int per_tenant = items() / 4 / kTenants;
   for (int t = 0; t < kTenants; ++t) push_many(fq, "t" + std::to_string(t), per_tenant);
   const int total = per_tenant * kTenants;
+  // How long a worker holds a lease: long enough for the others to reach the limit (on etcd takes
+  // commit one at a time, milliseconds each, round-robin over the tenants).
+  const auto hold = on_etcd() ? std::chrono::microseconds(150'000) : std::chrono::microseconds(1'000);
   std::vector<std::atomic<int>> leased(kTenants);
   std::atomic<int> most{0}, acked{0};
   std::mutex mu;
@@ -124,7 +127,7 @@ TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {
         const int now = ++count;  // this lease is live from take's commit to ack's commit
         for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
         }
-        std::this_thread::sleep_for(200us);
+        std::this_thread::sleep_for(hold);
         --count;
         fq.ack(*lease);
         ++acked;
