@@ -109,7 +109,8 @@ TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {
   const int total = per_tenant * kTenants;
   // How long a worker holds a lease: long enough for the others to reach the limit (on etcd takes
   // commit one at a time, milliseconds each, round-robin over the tenants).
-  const auto hold = on_etcd() ? std::chrono::microseconds(150'000) : std::chrono::microseconds(1'000);
+  const auto hold =
+      on_etcd() ? std::chrono::microseconds(150'000) : std::chrono::microseconds(1'000);
   std::vector<std::atomic<int>> leased(kTenants);
   std::atomic<int> most{0}, acked{0};
   std::mutex mu;

@@ -125,8 +125,12 @@ std::optional<Lease> WorkItems::take(Transaction& tr, Side side, std::chrono::mi
   tr.set(keys_.taken(timer.id), due_key);
   add(tr, items_.size_key, -1);
   add(tr, keys_.leased(), 1);
-  return Lease{std::move(front[0].value), make_token(tag_, timer.id), timer.attempts,
-               to_time(timer.due_us), item.priority, {}};
+  return Lease{std::move(front[0].value),
+               make_token(tag_, timer.id),
+               timer.attempts,
+               to_time(timer.due_us),
+               item.priority,
+               std::string()};
 }
 
 std::optional<Lease> WorkItems::take(Side side, std::chrono::milliseconds vt) {

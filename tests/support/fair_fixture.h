@@ -40,7 +40,8 @@ class FairTest : public ::testing::TestWithParam<std::string> {
     const int chunk = on_etcd() ? 50 : 1000;
     for (int i = 0; i < n; i += chunk) {
       std::vector<std::string> values;
-      for (int j = i; j < std::min(n, i + chunk); ++j) values.push_back(tenant + "-" + std::to_string(j));
+      for (int j = i; j < std::min(n, i + chunk); ++j)
+        values.push_back(tenant + "-" + std::to_string(j));
       fq.push_batch(tenant, values);
     }
   }
@@ -56,8 +57,8 @@ inline int item_index(const std::string& value) {
 
 }  // namespace kvq::testing
 
-#define KVQ_FAIR_ENGINES(suite)                                                  \
-  INSTANTIATE_TEST_SUITE_P(Engines, suite,                                       \
+#define KVQ_FAIR_ENGINES(suite)                                                      \
+  INSTANTIATE_TEST_SUITE_P(Engines, suite,                                           \
                            ::testing::ValuesIn(::kvq::testing::fair_engine_names()), \
                            [](const auto& info) { return info.param; })
 

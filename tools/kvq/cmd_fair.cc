@@ -58,7 +58,8 @@ int print_item(const std::optional<FairItem>& item) {
 
 void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
   auto* pop = fair->add_subcommand(
-      "pop", "remove the next item in fair order; print its tenant, then the value (exit 3 if none)");
+      "pop",
+      "remove the next item in fair order; print its tenant, then the value (exit 3 if none)");
   set_action(pop, ctx, [&ctx, args] { return print_item(open_fair(ctx, *args).pop()); });
   auto* take = fair->add_subcommand(
       "take", "lease the next item in fair order; print the token, the tenant, then the value");
@@ -69,8 +70,7 @@ void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairAr
   take->add_option("--max-leased", args->max_leased, "at most this many leased per tenant (0: any)")
       ->check(CLI::NonNegativeNumber);
   set_action(take, ctx, [&ctx, args] {
-    std::optional<Lease> lease =
-        open_fair(ctx, *args).take(std::chrono::milliseconds(args->vt_ms));
+    std::optional<Lease> lease = open_fair(ctx, *args).take(std::chrono::milliseconds(args->vt_ms));
     if (lease) std::cout << lease->token_text() << "\n";
     return print_item(lease ? std::optional(FairItem{lease->tenant, lease->value}) : std::nullopt);
   });
@@ -127,9 +127,8 @@ void add_stats(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& ar
   auto* stats = fair->add_subcommand(
       "stats", "per tenant: ready (depth), delayed, leased, dead letters, weight");
   stats->add_flag("--json", args->json, "print JSON");
-  set_action(stats, ctx, [&ctx, args] {
-    return print_fair_stats(open_fair(ctx, *args).stats(), args->json);
-  });
+  set_action(stats, ctx,
+             [&ctx, args] { return print_fair_stats(open_fair(ctx, *args).stats(), args->json); });
 }
 
 }  // namespace
@@ -138,7 +137,9 @@ void add_fair_commands(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<FairArgs>();
   auto* fair =
       app.add_subcommand("fair", "operate on a fair queue across tenants (subspace (\"F\", NAME))");
-  fair->add_option("--name", args->name, "fair queue name")->check(NonEmpty())->capture_default_str();
+  fair->add_option("--name", args->name, "fair queue name")
+      ->check(NonEmpty())
+      ->capture_default_str();
   add_push(fair, ctx, args);
   add_pop_and_take(fair, ctx, args);
   add_ack_and_nack(fair, ctx, args);

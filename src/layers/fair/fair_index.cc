@@ -64,7 +64,8 @@ void FairIndex::file(Transaction& tr, std::string_view tenant, std::int64_t afte
   last.reverse = true;
   last.snapshot = true;
   const auto back = tr.get_range(ring.begin, ring.end, last);
-  const std::int64_t back_turn = back.empty() ? 0 : keys_.ring_entry(back[0].key, back[0].value).turn;
+  const std::int64_t back_turn =
+      back.empty() ? 0 : keys_.ring_entry(back[0].key, back[0].value).turn;
   const std::int64_t turn = std::max(back_turn, after) + 1;
   tr.set(keys_.ring(turn, tenant), pack_int(weight(tr, tenant)));
   tr.set(keys_.filed(tenant), pack_int(turn));

@@ -17,7 +17,8 @@ namespace {
 // push, so it is never before the due time the tenant's queue gave the item.
 std::int64_t ready_at(const PushOptions& options) {
   const std::int64_t now = detail::now_us();
-  std::int64_t due = now + std::chrono::duration_cast<std::chrono::microseconds>(options.delay).count();
+  std::int64_t due =
+      now + std::chrono::duration_cast<std::chrono::microseconds>(options.delay).count();
   if (options.not_before) {
     due = std::max<std::int64_t>(due, std::chrono::duration_cast<std::chrono::microseconds>(
                                           options.not_before->time_since_epoch())

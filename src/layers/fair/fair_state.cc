@@ -99,8 +99,8 @@ FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, 
 template <typename T>
 std::optional<T> FairState::serve_marked(const Serve<T>& serve_one) {
   for (;;) {
-    Turn<T> turn = run_marked(
-        [&](Transaction& tr) { return serve<T>(tr, serve_one, kRetirePerTransaction); });
+    Turn<T> turn =
+        run_marked([&](Transaction& tr) { return serve<T>(tr, serve_one, kRetirePerTransaction); });
     if (turn.done) return std::move(turn.value);
   }
 }
@@ -119,19 +119,19 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
   if (vt.count() <= 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "fair queue: visibility timeout must be > 0");
   }
-  return [this, vt](const std::string& tenant, Queue& queue,
-                    Transaction& tr) -> std::optional<Lease> {
-    const int limit = options_.max_leased_per_tenant;
-    // peek moves the tenant's expired leases back first, so the leased count is current.
-    if (limit > 0 && (!queue.peek(tr) || queue.stats(tr).leased >= limit)) return std::nullopt;
-    std::optional<Lease> lease = queue.take(tr, vt);
-    if (lease) {
-      lease->tenant = tenant;
-      // If the tenant leaves the ring meanwhile, the lease's expiry brings it back.
-      index_.wake(tr, tenant, micros(lease->deadline), lease->token);
-    }
-    return lease;
-  };
+  return
+      [this, vt](const std::string& tenant, Queue& queue, Transaction& tr) -> std::optional<Lease> {
+        const int limit = options_.max_leased_per_tenant;
+        // peek moves the tenant's expired leases back first, so the leased count is current.
+        if (limit > 0 && (!queue.peek(tr) || queue.stats(tr).leased >= limit)) return std::nullopt;
+        std::optional<Lease> lease = queue.take(tr, vt);
+        if (lease) {
+          lease->tenant = tenant;
+          // If the tenant leaves the ring meanwhile, the lease's expiry brings it back.
+          index_.wake(tr, tenant, micros(lease->deadline), lease->token);
+        }
+        return lease;
+      };
 }
 
 std::optional<FairItem> FairState::pop(Transaction& tr) {
@@ -168,8 +168,8 @@ std::optional<T> FairState::wait(const std::function<std::optional<T>()>& attemp
     });
     milliseconds wait = left(deadline);
     if (armed.next_due) {
-      const auto until = std::chrono::ceil<milliseconds>(
-          std::chrono::microseconds(*armed.next_due - now_us()));
+      const auto until =
+          std::chrono::ceil<milliseconds>(std::chrono::microseconds(*armed.next_due - now_us()));
       wait = std::min(wait, std::max(until, kRecheck));
     }
     armed.watch.wait_for(wait);
