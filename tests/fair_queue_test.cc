@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "kvq/kvq.h"
+#include "support/error_code.h"
 #include "support/fair_fixture.h"
 
 namespace kvq {
@@ -19,14 +20,7 @@ using namespace std::chrono_literals;
 using testing::FairTest;
 using testing::item_index;
 
-ErrorCode code_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kUnknownError;
-}
+using testing::code_of;
 
 class FairQueueTest : public FairTest {};
 
