@@ -42,8 +42,9 @@ class FairState;
 // Options of a FairQueue.
 struct FairQueueOptions {
   // At most this many items of one tenant are leased (taken, not yet acked, nacked or expired) at
-  // once; a tenant at its limit waits, other tenants go on. 0 = no limit; < 0 is
-  // invalid_option_value. Default: 0.
+  // once; a tenant at its limit waits, other tenants go on (a take that finds it at its limit
+  // takes it out of turn until one of its leases is acked, nacked or expires; pops skip it then
+  // too). 0 = no limit; < 0 is invalid_option_value. Default: 0.
   int max_leased_per_tenant = 0;
   // As QueueOptions::max_attempts, per tenant (dead letters: dead_letters(tenant)). Default: 0.
   int max_attempts = 0;
