@@ -25,7 +25,9 @@ void FairIndex::file_due(Transaction& tr) const {
   for (const KeyValue& kv : tr.get_range(due.begin, due.end, first)) {
     tr.clear(kv.key);
     const std::string tenant = keys_.wake_tenant(kv.key);
-    if (!tr.get(keys_.filed(tenant)).has_value()) file(tr, tenant, 0);
+    if (tr.get(keys_.filed(tenant)).has_value()) continue;
+    const std::optional<RingEntry> back = last(tr);
+    file(tr, tenant, back ? back->turn : 0);
   }
 }
 
@@ -48,8 +50,13 @@ void FairIndex::advance(Transaction& tr, const RingEntry& entry) const {
     tr.set(entry.key, pack_int(entry.credit - 1));
     return;
   }
+  const std::optional<RingEntry> back = last(tr);
+  if (back && back->key == entry.key) {  // alone in the ring: its next round starts in place
+    tr.set(entry.key, pack_int(weight(tr, entry.tenant)));
+    return;
+  }
   tr.clear(entry.key);
-  file(tr, entry.tenant, entry.turn);
+  file(tr, entry.tenant, std::max(entry.turn, back ? back->turn : 0));
 }
 
 std::int64_t FairIndex::weight(Transaction& tr, std::string_view tenant, bool snapshot) const {
@@ -57,16 +64,19 @@ std::int64_t FairIndex::weight(Transaction& tr, std::string_view tenant, bool sn
   return w ? unpack_int(*w) : 1;
 }
 
-void FairIndex::file(Transaction& tr, std::string_view tenant, std::int64_t after) const {
+std::optional<RingEntry> FairIndex::last(Transaction& tr) const {
   const KeyRange ring = keys_.ring_range();
   RangeOptions last;
   last.limit = 1;
   last.reverse = true;
   last.snapshot = true;
-  const auto back = tr.get_range(ring.begin, ring.end, last);
-  const std::int64_t back_turn =
-      back.empty() ? 0 : keys_.ring_entry(back[0].key, back[0].value).turn;
-  const std::int64_t turn = std::max(back_turn, after) + 1;
+  auto kv = tr.get_range(ring.begin, ring.end, last);
+  if (kv.empty()) return std::nullopt;
+  return keys_.ring_entry(std::move(kv[0].key), kv[0].value);
+}
+
+void FairIndex::file(Transaction& tr, std::string_view tenant, std::int64_t after) const {
+  const std::int64_t turn = after + 1;
   tr.set(keys_.ring(turn, tenant), pack_int(weight(tr, tenant)));
   tr.set(keys_.filed(tenant), pack_int(turn));
 }

@@ -49,7 +49,9 @@ class FairIndex {
   std::int64_t weight(Transaction& tr, std::string_view tenant, bool snapshot = true) const;
 
  private:
-  // Files `tenant` at the back of the ring (a turn after `after` at least).
+  // The ring's last entry (a snapshot read); nullopt if no tenant is filed.
+  std::optional<RingEntry> last(Transaction& tr) const;
+  // Files `tenant` in the ring at turn `after` + 1, with its weight as credit.
   void file(Transaction& tr, std::string_view tenant, std::int64_t after) const;
 
   const FairKeys& keys_;
