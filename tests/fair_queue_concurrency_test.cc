@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
 #include "support/fair_fixture.h"
 #include "tools/kvq/history.h"
@@ -143,6 +144,45 @@ TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {
   EXPECT_EQ(done.size(), static_cast<std::size_t>(total));
   EXPECT_EQ(std::set<std::string>(done.begin(), done.end()).size(), done.size()) << "acked twice";
   EXPECT_EQ(fq.take(60s), std::nullopt);
+}
+
+// Pushes, pops, takes and acks whose commits report commit_unknown_result (applied or not), from
+// 4 threads: every item is delivered exactly once (the own-loop forms are marked).
+TEST_P(FairQueueConcurrencyTest, UnknownCommitResultsNeitherDuplicateNorLoseItems) {
+  engine::FaultInjectionOptions faults;
+  faults.unknown_not_applied = 0.1;
+  faults.unknown_applied = 0.1;
+  faults.seed = 11;
+  auto faulty = std::make_shared<engine::FaultInjectionEngine>(db_->engine(), faults);
+  FairQueue fq(std::make_shared<Database>(faulty, "faulty"), space_);
+  constexpr int kClients = 4;
+  const int each = on_etcd() ? 30 : 150;
+  std::mutex mu;
+  std::multiset<std::string> got;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      for (int i = 0; i < each; ++i)
+        fq.push("t" + std::to_string(i % 3), std::to_string(c * each + i));
+      for (int i = 0; i < each; ++i) {
+        std::string value;
+        if (i % 2 == 0) {
+          std::optional<FairItem> item = fq.pop();
+          if (item) value = item->value;
+        } else if (std::optional<Lease> lease = fq.take(60s)) {
+          fq.ack(*lease);
+          value = lease->value;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        if (!value.empty()) got.insert(value);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  while (auto item = fq.pop()) got.insert(item->value);
+  EXPECT_GT(faulty->injected_applied(), 0U) << "no applied-but-unknown commit was injected";
+  EXPECT_EQ(got.size(), static_cast<std::size_t>(kClients * each));
+  EXPECT_EQ(std::set<std::string>(got.begin(), got.end()).size(), got.size()) << "an item twice";
 }
 
 KVQ_FAIR_ENGINES(FairQueueConcurrencyTest);
