@@ -1,7 +1,8 @@
-// FairQueue pop throughput against Queue's (issue 15): 1 and 32 clients popping, with 1 tenant
-// and with 10,000 tenants (the FairQueue's items spread evenly over them; a Queue has no tenants,
-// so its row is the same workload without them). Each measurement runs on a fresh memory:
-// database prefilled with more items than the pops can take.
+// FairQueue pop throughput against Queue's (issue 15): 1 and 32 clients popping, plain, Queue in
+// high-contention mode, and both with flat combining (-comb), with 1 tenant and with 10,000 tenants
+// (the FairQueue's items spread evenly over them; a Queue has no tenants, so its row is the same
+// workload without them). Each measurement runs on a fresh memory: database prefilled with more
+// items than the pops can take.
 //   fair_bench [seconds per measurement, default 1] [URL, default memory:]
 // Prints one row per measurement: structure, mode, tenants, clients, pops/s, retries per pop.
 #include <atomic>
@@ -62,9 +63,12 @@ void row(const std::string& url, const std::string& kind, int tenants, int clien
   const kvq::Subspace space(kvq::Tuple().append("fair_bench").append(kind));
   kvq::QueueOptions qo;
   qo.high_contention = kind == "queue-hc";
+  qo.combine = kind == "queue-comb";
   kvq::Queue q(db, space, qo);
-  kvq::FairQueue fq(db, space);
-  const bool fair = kind == "fair";
+  kvq::FairQueueOptions fo;
+  fo.combine = kind == "fair-comb";
+  kvq::FairQueue fq(db, space, fo);
+  const bool fair = kind.starts_with("fair");
   prefill(*db, fair ? nullptr : &q, fair ? &fq : nullptr, tenants);
   const auto before = db->stats().retries;
   const PopFn pop = fair ? PopFn([&] { return fq.pop().has_value(); })
@@ -84,9 +88,11 @@ int main(int argc, char** argv) {
   std::printf("%-9s %8s %8s %12s %10s\n", "structure", "tenants", "clients", "pops/s",
               "retries/op");
   for (int clients : {1, 32}) {
-    row(url, "queue", 1, clients, seconds);
-    row(url, "queue-hc", 1, clients, seconds);
-    for (int tenants : {1, 10'000}) row(url, "fair", tenants, clients, seconds);
+    for (const char* kind : {"queue", "queue-hc", "queue-comb"})
+      row(url, kind, 1, clients, seconds);
+    for (const char* kind : {"fair", "fair-comb"}) {
+      for (int tenants : {1, 10'000}) row(url, kind, tenants, clients, seconds);
+    }
   }
   return 0;
 }

@@ -49,9 +49,9 @@ struct TenantHistory {
   std::vector<std::string> left;
 };
 
-TEST_P(FairQueueConcurrencyTest, EveryItemOnceAndInOrderWithinEachTenant) {
-  FairQueue fq = make();
-  const int n = items(), producers = kThreads / 2;
+// 8 producers push to 8 tenants while 8 consumers pop, then the history of each tenant is checked.
+void run_and_check_history(FairQueue& fq, int n) {
+  const int producers = kThreads / 2;
   std::vector<TenantHistory> by_tenant(kTenants);
   std::mutex mu;
   std::atomic<int> producing{producers};
@@ -99,6 +99,18 @@ TEST_P(FairQueueConcurrencyTest, EveryItemOnceAndInOrderWithinEachTenant) {
   }
   EXPECT_EQ(popped, n);
   EXPECT_EQ(fq.size(), 0);
+}
+
+TEST_P(FairQueueConcurrencyTest, EveryItemOnceAndInOrderWithinEachTenant) {
+  FairQueue fq = make();
+  run_and_check_history(fq, items());
+}
+
+TEST_P(FairQueueConcurrencyTest, CombinedPopsDeliverEveryItemOnceAndInOrderWithinEachTenant) {
+  FairQueueOptions o;
+  o.combine = true;
+  FairQueue fq = make(o);
+  run_and_check_history(fq, items());
 }
 
 TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {

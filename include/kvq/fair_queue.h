@@ -50,6 +50,11 @@ struct FairQueueOptions {
   int max_attempts = 0;
   // As QueueOptions::marker_ttl (idempotency markers of the own-loop operations). Default: 10 min.
   std::chrono::milliseconds marker_ttl{600'000};
+  // Flat combining of pop() (and pop_wait()'s pops) within this process, as QueueOptions::combine:
+  // threads popping from the same object at once are served by one of them in one transaction
+  // (one turn per pop, in the order they called; as many as fit in one transaction of the
+  // engine). Guarantees are those of single pops. Default: false.
+  bool combine = false;
 };
 
 // One item popped from a FairQueue.

@@ -59,7 +59,9 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
       index_(keys_),
       options_(validated(options)),
       tenant_options_(tenant_options_of(options_)),
-      markers_(db_, keys_.control(), options_.marker_ttl) {}
+      markers_(db_, keys_.control(), options_.marker_ttl) {
+  if (options_.combine) pops_ = std::make_unique<combining::Combiner>(combining::GroupLimits{});
+}
 
 Queue FairState::tenant_queue(std::string_view tenant) const {
   return Queue(db_, keys_.tenant_items(tenant), tenant_options_);
@@ -142,7 +144,56 @@ std::optional<Lease> FairState::take(Transaction& tr, milliseconds vt) {
   return serve<Lease>(tr, taker(vt), std::numeric_limits<int>::max()).value;
 }
 
-std::optional<FairItem> FairState::pop() { return serve_marked<FairItem>(pop_one); }
+namespace {
+
+struct PopRequest : combining::Request {
+  std::optional<FairItem> item;
+};
+
+}  // namespace
+
+std::optional<FairItem> FairState::pop() {
+  if (!pops_) return serve_marked<FairItem>(pop_one);
+  PopRequest request;
+  pops_->submit(request, [this](std::vector<combining::Request*>& group) { serve_pops(group); });
+  return std::move(request.item);
+}
+
+void FairState::serve_pops(std::vector<combining::Request*>& group) {
+  for (std::size_t next = 0; next < group.size();) {
+    std::vector<std::optional<FairItem>> items =
+        run_marked([&](Transaction& tr) { return pops_that_fit(tr, group.size() - next); });
+    for (std::optional<FairItem>& item : items) {
+      static_cast<PopRequest*>(group[next++])->item = std::move(item);
+    }
+  }
+}
+
+std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, std::size_t n) {
+  const TransactionLimits limits = db_->limits();
+  std::vector<std::optional<FairItem>> out;
+  TransactionUsage before = tr.usage();
+  std::size_t turn_ops = 0, turn_bytes = 0;  // the most one turn cost so far
+  while (out.size() < n) {
+    Turn<FairItem> turn = serve<FairItem>(tr, pop_one, kRetirePerTransaction);
+    if (!turn.done) break;  // many tenants left the ring: commit that, go on
+    if (!turn.value) {      // nothing ready: every pop left gets nullopt
+      out.resize(n);
+      break;
+    }
+    out.push_back(std::move(turn.value));
+    const TransactionUsage now = tr.usage();
+    turn_ops = std::max(turn_ops, now.operations - before.operations);
+    turn_bytes = std::max(turn_bytes, now.bytes - before.bytes);
+    before = now;
+    // Room for one more turn and the marker, with a margin of one turn.
+    if (now.operations + 2 * turn_ops + 8 > limits.max_operations ||
+        now.bytes + 2 * turn_bytes + 4096 > limits.max_bytes) {
+      break;
+    }
+  }
+  return out;
+}
 
 std::optional<Lease> FairState::take(milliseconds vt) { return serve_marked<Lease>(taker(vt)); }
 

@@ -14,10 +14,12 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kvq/database.h"
 #include "kvq/fair_queue.h"
 #include "kvq/queue.h"
+#include "layers/combining/combiner.h"
 #include "layers/fair/fair_index.h"
 #include "layers/fair/fair_keys.h"
 #include "layers/marked_run.h"
@@ -45,6 +47,7 @@ class FairState {
   std::optional<Lease> take(Transaction& tr, std::chrono::milliseconds vt);
 
   // The own-loop forms: marked transactions, each retiring at most kRetirePerTransaction tenants.
+  // pop() is combined with the pops of other threads if options.combine.
   std::optional<FairItem> pop();
   std::optional<Lease> take(std::chrono::milliseconds vt);
   // Blocking forms: try until a value comes or `timeout` (>= 0) passes, waiting on a watch of the
@@ -82,6 +85,10 @@ class FairState {
   template <typename T>
   std::optional<T> serve_marked(const Serve<T>& serve_one);
   Serve<Lease> taker(std::chrono::milliseconds vt) const;
+  // Combined pops: the leader serves its group in as few marked transactions as the engine's
+  // limits allow, one turn per pop, in order.
+  void serve_pops(std::vector<combining::Request*>& group);
+  std::vector<std::optional<FairItem>> pops_that_fit(Transaction& tr, std::size_t n);
   template <typename T>
   std::optional<T> wait(const std::function<std::optional<T>()>& attempt,
                         std::chrono::milliseconds timeout);
@@ -92,6 +99,7 @@ class FairState {
   FairQueueOptions options_;
   QueueOptions tenant_options_;
   Markers markers_;
+  std::unique_ptr<combining::Combiner> pops_;  // options.combine only
 };
 
 }  // namespace kvq::detail
