@@ -16,6 +16,7 @@ fail() { echo "check-style: $*" >&2; failed=1; }
 # listed after it (engines of one line may not include each other).
 layers=(
   "tools/kvq"
+  "layers/fair"
   "layers"
   "layers/contention layers/combining"
   "client"

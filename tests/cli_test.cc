@@ -121,7 +121,7 @@ struct BadCase {
 const std::vector<BadCase>& bad_cases() {
   static const std::vector<BadCase> cases = {
       // Commands: missing, unknown (named), at every level.
-      {"", 2, "a command is required: queue, pq, dump, demo, bench"},
+      {"", 2, "a command is required: queue, pq, fair, dump, demo, bench"},
       {"frob", 2, "unknown command 'frob'"},
       {"{db} frob", 2, "unknown command 'frob'"},
       {"queue {db}", 2, "queue: a command is required: push, pop"},
@@ -211,6 +211,19 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} pq peek-max extra", 2, "pq peek-max: unexpected argument 'extra'"},
       {"{db} pq size extra", 2, "pq size: unexpected argument 'extra'"},
       {"{db} pq clear extra", 2, "pq clear: unexpected argument 'extra'"},
+      // fair
+      {"{db} fair push v", 2, "fair push: --tenant is required"},
+      {"{db} fair push --tenant '' v", 2, "--tenant: must not be empty"},
+      {"{db} fair push --tenant t", 2, "fair push: value is required"},
+      {"{db} fair push --tenant t {big}", 1, "value_too_large (2103)"},
+      {"{db} fair push --tenant {big} v", 1, "invalid_argument (9005): fair queue: tenant of"},
+      {"{db} fair pop extra", 2, "fair pop: unexpected argument 'extra'"},
+      {"{db} fair take --vt 0s", 2, "--vt"},
+      {"{db} fair take --max-leased -1", 2, "--max-leased"},
+      {"{db} fair ack TFVDSw", 2, "fair ack: --tenant is required"},
+      {"{db} fair ack --tenant t 'bad!token'", 1, "invalid_lease_token (9008)"},
+      {"{db} fair nack --tenant t --delay -1s TFVDSw", 2, "--delay"},
+      {"{db} fair stats extra", 2, "fair stats: unexpected argument 'extra'"},
       // dump, demo, bench
       {"{db} dump extra", 2, "dump: unexpected argument 'extra'"},
       {"demo --clients 0", 2, "--clients: Value 0 not in range 2 to 1024"},
@@ -344,6 +357,33 @@ TEST_F(CliTest, TakeCountAndWaitLeaseBatchesAndBlock) {
   ASSERT_EQ(pt.status, 0) << pt.err;
   EXPECT_NE(pt.out.find("\nhigh\n"), std::string::npos) << pt.out;
   EXPECT_LT(pt.out.find("\nhigh\n"), pt.out.find("\nlow\n")) << pt.out;
+}
+
+// fair push / pop / take / ack / stats: tenants served in turn, the tenant printed before the
+// value, the lease token passed back with its tenant, per-tenant counts.
+TEST_F(CliTest, FairCommandsServeTenantsInTurnAndPassLeasesBack) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
+  TestDb db;
+  const std::string f = db.flag() + " fair --name jobs ";
+  ASSERT_EQ(run(f + "push --tenant a a1 a2").status, 0);
+  ASSERT_EQ(run(f + "push --tenant b b1").status, 0);
+  EXPECT_EQ(run(f + "pop").out, "a\na1\n");
+  CliRun take = run(f + "take --vt 30s");
+  ASSERT_EQ(take.status, 0) << take.err;
+  const std::string token = take.out.substr(0, take.out.find('\n'));
+  EXPECT_EQ(take.out.substr(token.size() + 1), "b\nb1\n");
+  auto stats = nlohmann::json::parse(run(f + "stats --json").out);
+  ASSERT_EQ(stats.size(), 2U);
+  EXPECT_EQ(stats[0]["ready"], 1);
+  EXPECT_EQ(stats[1]["leased"], 1);
+  EXPECT_EQ(run(f + "stats").out,
+            "tenant\tready\tdelayed\tleased\tdead_letters\tweight\na\t1\t0\t0\t0\t1\n"
+            "b\t0\t0\t1\t0\t1\n");
+  EXPECT_EQ(run(f + "ack --tenant a " + token).status, 1) << "a token of b's items";
+  EXPECT_EQ(run(f + "ack --tenant b " + token).status, 0);
+  EXPECT_EQ(run(f + "ack --tenant b " + token).status, 1);
+  EXPECT_EQ(run(f + "pop").out, "a\na2\n");
+  EXPECT_EQ(run(f + "pop").status, 3);
 }
 
 TEST_F(CliTest, KvqErrorsNameTheErrorOnce) {

@@ -16,6 +16,7 @@
 
 #include "kvq/database.h"
 #include "support/engines.h"
+#include "support/error_code.h"
 
 namespace kvq {
 namespace {
@@ -52,14 +53,7 @@ std::vector<std::string> keys_of(const std::vector<KeyValue>& kvs) {
   return out;
 }
 
-ErrorCode code_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kUnknownError;  // "no error" marker for the tests below
-}
+using testing::code_of;
 
 class ConformanceTest : public ::testing::TestWithParam<EngineFactory> {
  protected:

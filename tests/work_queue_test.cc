@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "kvq/kvq.h"
+#include "support/error_code.h"
 #include "support/layer_fixture.h"
 
 namespace kvq {
@@ -16,14 +17,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::LayerTest;
 
-ErrorCode code_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kUnknownError;
-}
+using testing::code_of;
 
 QueueOptions max_attempts(int n) {
   QueueOptions o;

@@ -8,6 +8,7 @@
 
 #include "kvq/database.h"
 #include "kvq/error.h"
+#include "kvq/fair_queue.h"
 #include "kvq/lease.h"
 #include "kvq/priority_queue.h"
 #include "kvq/queue.h"

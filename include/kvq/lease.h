@@ -52,6 +52,8 @@ struct Lease {
   WallClock::time_point deadline;
   // The item's priority (PriorityQueue; 0 for a Queue).
   std::int64_t priority = 0;
+  // The tenant the item belongs to (FairQueue; empty for Queue and PriorityQueue).
+  std::string tenant;
 
   // The token in a form a shell passes back unchanged (base64url, no padding: [A-Za-z0-9_-]).
   std::string token_text() const;

@@ -122,8 +122,9 @@ Lease WorkItems::lease(Transaction& tr, KeyValue& kv, std::int64_t vt_us) {
   tr.clear(kv.key);
   tr.set(due_key, kv.value);
   tr.set(keys_.taken(timer.id), due_key);
-  return Lease{std::move(kv.value), make_token(tag_, timer.id), timer.attempts,
-               to_time(timer.due_us), item.priority};
+  return Lease{std::move(kv.value), make_token(tag_, timer.id),
+               timer.attempts,      to_time(timer.due_us),
+               item.priority,       std::string()};
 }
 
 void WorkItems::count_taken(Transaction& tr, std::size_t n) {

@@ -23,6 +23,8 @@ void add_pq_commands(CLI::App& app, Context& ctx);
 // opens.
 void add_queue_work_commands(CLI::App* queue, Context& ctx, std::function<Queue()> open);
 void add_pq_work_commands(CLI::App* pq, Context& ctx, std::function<PriorityQueue()> open);
+// `kvq fair push|pop|take|ack|nack|stats` (cmd_fair.cc).
+void add_fair_commands(CLI::App& app, Context& ctx);
 // `kvq dump` (cmd_dump.cc).
 void add_dump_command(CLI::App& app, Context& ctx);
 // `kvq demo` (cmd_demo.cc).

@@ -115,6 +115,7 @@ int run_cli(int argc, char** argv) {
   kvq::cli::add_global_options(app, ctx);
   kvq::cli::add_queue_commands(app, ctx);
   kvq::cli::add_pq_commands(app, ctx);
+  kvq::cli::add_fair_commands(app, ctx);
   kvq::cli::add_dump_command(app, ctx);
   kvq::cli::add_demo_command(app, ctx);
   kvq::cli::add_bench_command(app, ctx);

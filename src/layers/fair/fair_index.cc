@@ -1,0 +1,84 @@
+#include "layers/fair/fair_index.h"
+
+#include <algorithm>
+#include <string>
+
+#include "layers/item_keys.h"
+
+namespace kvq::detail {
+
+void FairIndex::wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
+                     std::string_view id) const {
+  tr.set(keys_.wake(due_us, tenant, id), "");
+}
+
+void FairIndex::cancel_wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
+                            std::string_view id) const {
+  tr.clear(keys_.wake(due_us, tenant, id));
+}
+
+void FairIndex::file_due(Transaction& tr) const {
+  const KeyRange due = keys_.wakes_due(now_us());
+  RangeOptions first;
+  first.limit = kFilePerOp;
+  first.snapshot = true;
+  for (const KeyValue& kv : tr.get_range(due.begin, due.end, first)) {
+    tr.clear(kv.key);
+    const std::string tenant = keys_.wake_tenant(kv.key);
+    if (tr.get(keys_.filed(tenant)).has_value()) continue;
+    const std::optional<RingEntry> back = last(tr);
+    file(tr, tenant, back ? back->turn : 0);
+  }
+}
+
+std::optional<RingEntry> FairIndex::head(Transaction& tr) const {
+  const KeyRange ring = keys_.ring_range();
+  RangeOptions first;
+  first.limit = 1;
+  auto kv = tr.get_range(ring.begin, ring.end, first);
+  if (kv.empty()) return std::nullopt;
+  return keys_.ring_entry(std::move(kv[0].key), kv[0].value);
+}
+
+void FairIndex::retire(Transaction& tr, const RingEntry& entry) const {
+  tr.clear(entry.key);
+  tr.clear(keys_.filed(entry.tenant));
+}
+
+void FairIndex::advance(Transaction& tr, const RingEntry& entry) const {
+  if (entry.credit > 1) {
+    tr.set(entry.key, pack_int(entry.credit - 1));
+    return;
+  }
+  const std::optional<RingEntry> back = last(tr);
+  if (back && back->key == entry.key) {  // alone in the ring: its next round starts in place
+    tr.set(entry.key, pack_int(weight(tr, entry.tenant)));
+    return;
+  }
+  tr.clear(entry.key);
+  file(tr, entry.tenant, std::max(entry.turn, back ? back->turn : 0));
+}
+
+std::int64_t FairIndex::weight(Transaction& tr, std::string_view tenant, bool snapshot) const {
+  const auto w = tr.get(keys_.weight(tenant), snapshot);
+  return w ? unpack_int(*w) : 1;
+}
+
+std::optional<RingEntry> FairIndex::last(Transaction& tr) const {
+  const KeyRange ring = keys_.ring_range();
+  RangeOptions last;
+  last.limit = 1;
+  last.reverse = true;
+  last.snapshot = true;
+  auto kv = tr.get_range(ring.begin, ring.end, last);
+  if (kv.empty()) return std::nullopt;
+  return keys_.ring_entry(std::move(kv[0].key), kv[0].value);
+}
+
+void FairIndex::file(Transaction& tr, std::string_view tenant, std::int64_t after) const {
+  const std::int64_t turn = after + 1;
+  tr.set(keys_.ring(turn, tenant), pack_int(weight(tr, tenant)));
+  tr.set(keys_.filed(tenant), pack_int(turn));
+}
+
+}  // namespace kvq::detail

@@ -1,0 +1,62 @@
+// Internal: the index of a FairQueue's tenants (fair_keys.h has the keys; docs/queues.md, "Fair
+// queues", the conflict arguments). The ring lists the tenants that may have ready items, in turn
+// order; pops read only its first entry, so tenants without ready items cost nothing.
+//
+// Invariant: every tenant with a ready item is filed in the ring or has a due wake-up. Pushes keep
+// it with a blind write (a wake-up: no read, no conflict, and repeated pushes of one tenant write
+// the same key); every pop and take first files the tenants of up to kFilePerOp due wake-ups
+// (a snapshot read of the wake-ups and a non-snapshot read of each one's `filed` key, so two pops
+// filing one tenant conflict), and a tenant leaves the ring only when a pop found it empty (a
+// non-snapshot read of its items, so a push committed meanwhile makes that pop retry) or at its
+// lease limit (its leases' wake-ups bring it back).
+#ifndef KVQ_SRC_LAYERS_FAIR_FAIR_INDEX_H_
+#define KVQ_SRC_LAYERS_FAIR_FAIR_INDEX_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "kvq/database.h"
+#include "layers/fair/fair_keys.h"
+
+namespace kvq::detail {
+
+class FairIndex {
+ public:
+  static constexpr int kFilePerOp = 16;
+
+  explicit FairIndex(const FairKeys& keys) : keys_(keys) {}
+
+  // Blind write: `tenant` may have ready items from `due_us` on (0: now). `id` tells wake-ups of
+  // one tenant and time apart ("" for pushes: they collapse into one key).
+  void wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
+            std::string_view id = {}) const;
+  // Blind clear of a wake-up written by wake(tr, tenant, due_us, id).
+  void cancel_wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
+                   std::string_view id) const;
+  // Files the tenants of up to kFilePerOp due wake-ups at the back of the ring (unless filed
+  // already) and clears those wake-ups.
+  void file_due(Transaction& tr) const;
+  // The ring's first entry, read with a read conflict (two pops of one turn conflict); nullopt if
+  // no tenant is filed.
+  std::optional<RingEntry> head(Transaction& tr) const;
+  // Takes `entry`'s tenant out of the ring.
+  void retire(Transaction& tr, const RingEntry& entry) const;
+  // `entry`'s tenant was served once: it keeps the turn while it has credit left, else it goes to
+  // the back of the ring with its weight as credit.
+  void advance(Transaction& tr, const RingEntry& entry) const;
+  // The tenant's weight (snapshot read; 1 unless set).
+  std::int64_t weight(Transaction& tr, std::string_view tenant, bool snapshot = true) const;
+
+ private:
+  // The ring's last entry (a snapshot read); nullopt if no tenant is filed.
+  std::optional<RingEntry> last(Transaction& tr) const;
+  // Files `tenant` in the ring at turn `after` + 1, with its weight as credit.
+  void file(Transaction& tr, std::string_view tenant, std::int64_t after) const;
+
+  const FairKeys& keys_;
+};
+
+}  // namespace kvq::detail
+
+#endif  // KVQ_SRC_LAYERS_FAIR_FAIR_INDEX_H_

@@ -1,0 +1,74 @@
+#include "layers/fair/fair_keys.h"
+
+#include <utility>
+
+#include "kvq/error.h"
+#include "kvq/fair_queue.h"
+
+namespace kvq::detail {
+namespace {
+
+Tuple with_tenant(const char* kind, std::string_view tenant) {
+  return Tuple().append(kind).append(Bytes(tenant));
+}
+
+}  // namespace
+
+FairKeys::FairKeys(Subspace space) : space_(std::move(space)) {}
+
+void FairKeys::check_tenant(std::string_view tenant) {
+  if (tenant.empty()) throw Error(ErrorCode::kInvalidArgument, "fair queue: empty tenant");
+  if (tenant.size() > FairQueue::kMaxTenantSize) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "fair queue: tenant of " + std::to_string(tenant.size()) + " bytes (at most " +
+                    std::to_string(FairQueue::kMaxTenantSize) + ")");
+  }
+}
+
+Subspace FairKeys::tenant_items(std::string_view tenant) const {
+  return space_.subspace(with_tenant("q", tenant));
+}
+
+std::string FairKeys::ring(std::int64_t turn, std::string_view tenant) const {
+  return space_.pack(Tuple().append("r").append(turn).append(Bytes(tenant)));
+}
+
+RingEntry FairKeys::ring_entry(std::string key, std::string_view value) const {
+  const Tuple t = space_.unpack(key);
+  return RingEntry{std::move(key), t.get_int(1), t.get_bytes(2).data, unpack_int(value)};
+}
+
+std::string FairKeys::filed(std::string_view tenant) const {
+  return space_.pack(with_tenant("s", tenant));
+}
+
+std::string FairKeys::wake(std::int64_t due_us, std::string_view tenant,
+                           std::string_view id) const {
+  return space_.pack(Tuple().append("w").append(due_us).append(Bytes(tenant)).append(Bytes(id)));
+}
+
+KeyRange FairKeys::wakes_due(std::int64_t now_us) const {
+  return {space_.range(Tuple().append("w")).begin, space_.pack(Tuple().append("w").append(now_us))};
+}
+
+std::string FairKeys::wake_tenant(std::string_view key) const {
+  return space_.unpack(key).get_bytes(2).data;
+}
+
+std::string FairKeys::registered(std::string_view tenant) const {
+  return space_.pack(with_tenant("t", tenant));
+}
+
+std::string FairKeys::registry_tenant(std::string_view key) const {
+  return space_.unpack(key).get_bytes(1).data;
+}
+
+std::string FairKeys::weight(std::string_view tenant) const {
+  return space_.pack(with_tenant("wt", tenant));
+}
+
+std::string pack_int(std::int64_t v) { return Tuple().append(v).pack(); }
+
+std::int64_t unpack_int(std::string_view packed) { return Tuple::unpack(packed).get_int(0); }
+
+}  // namespace kvq::detail

@@ -1,0 +1,157 @@
+#include "kvq/fair_queue.h"
+
+#include <algorithm>
+
+#include "kvq/error.h"
+#include "layers/fair/fair_state.h"
+#include "layers/item_keys.h"
+
+namespace kvq {
+
+using detail::FairKeys;
+using std::chrono::milliseconds;
+
+namespace {
+
+// When a push with `options` made just now becomes ready (unix us; 0 = now). Computed after the
+// push, so it is never before the due time the tenant's queue gave the item.
+std::int64_t ready_at(const PushOptions& options) {
+  const std::int64_t now = detail::now_us();
+  std::int64_t due =
+      now + std::chrono::duration_cast<std::chrono::microseconds>(options.delay).count();
+  if (options.not_before) {
+    due = std::max<std::int64_t>(due, std::chrono::duration_cast<std::chrono::microseconds>(
+                                          options.not_before->time_since_epoch())
+                                          .count());
+  }
+  return due > now ? due : 0;
+}
+
+std::int64_t ready_after(milliseconds delay) {
+  return delay.count() > 0 ? ready_at(PushOptions{delay, std::nullopt}) : 0;
+}
+
+}  // namespace
+
+FairQueue::FairQueue(std::shared_ptr<Database> db, Subspace subspace, FairQueueOptions options)
+    : state_(std::make_shared<detail::FairState>(std::move(db), std::move(subspace), options)) {}
+
+void FairQueue::push(std::string_view tenant, std::string_view value, const PushOptions& options) {
+  FairKeys::check_tenant(tenant);
+  state_->run_marked([&](Transaction& tr) {
+    push(tr, tenant, value, options);
+    return true;
+  });
+}
+
+void FairQueue::push(Transaction& tr, std::string_view tenant, std::string_view value,
+                     const PushOptions& options) {
+  FairKeys::check_tenant(tenant);
+  state_->tenant_queue(tenant).push(tr, value, options);
+  state_->pushed(tr, tenant, ready_at(options));
+}
+
+void FairQueue::push_batch(std::string_view tenant, const std::vector<std::string>& values) {
+  FairKeys::check_tenant(tenant);
+  if (values.empty()) return;
+  state_->run_marked([&](Transaction& tr) {
+    push_batch(tr, tenant, values);
+    return true;
+  });
+}
+
+void FairQueue::push_batch(Transaction& tr, std::string_view tenant,
+                           const std::vector<std::string>& values) {
+  FairKeys::check_tenant(tenant);
+  if (values.empty()) return;
+  state_->tenant_queue(tenant).push_batch(tr, values);
+  state_->pushed(tr, tenant, 0);
+}
+
+std::optional<FairItem> FairQueue::pop() { return state_->pop(); }
+std::optional<FairItem> FairQueue::pop(Transaction& tr) { return state_->pop(tr); }
+std::optional<FairItem> FairQueue::pop_wait(milliseconds timeout) {
+  return state_->pop_wait(timeout);
+}
+
+std::optional<Lease> FairQueue::take(milliseconds vt) { return state_->take(vt); }
+std::optional<Lease> FairQueue::take(Transaction& tr, milliseconds vt) {
+  return state_->take(tr, vt);
+}
+std::optional<Lease> FairQueue::take_wait(milliseconds vt, milliseconds timeout) {
+  return state_->take_wait(vt, timeout);
+}
+
+void FairQueue::ack(const Lease& lease) {
+  FairKeys::check_tenant(lease.tenant);
+  state_->run_marked([&](Transaction& tr) {
+    ack(tr, lease);
+    return true;
+  });
+}
+
+void FairQueue::ack(Transaction& tr, const Lease& lease) {
+  FairKeys::check_tenant(lease.tenant);
+  state_->tenant_queue(lease.tenant).ack(tr, lease);
+  // Under a lease limit the tenant may be out of the ring waiting for this ack.
+  const bool limited = state_->options().max_leased_per_tenant > 0;
+  state_->leased_changed(tr, lease, limited ? std::optional<std::int64_t>(0) : std::nullopt);
+}
+
+void FairQueue::nack(const Lease& lease, milliseconds delay, std::string_view reason) {
+  FairKeys::check_tenant(lease.tenant);
+  state_->run_marked([&](Transaction& tr) {
+    nack(tr, lease, delay, reason);
+    return true;
+  });
+}
+
+void FairQueue::nack(Transaction& tr, const Lease& lease, milliseconds delay,
+                     std::string_view reason) {
+  FairKeys::check_tenant(lease.tenant);
+  state_->tenant_queue(lease.tenant).nack(tr, lease, delay, reason);
+  state_->leased_changed(tr, lease, ready_after(delay));
+}
+
+WallClock::time_point FairQueue::extend(const Lease& lease, milliseconds vt) {
+  FairKeys::check_tenant(lease.tenant);
+  return state_->run_marked([&](Transaction& tr) { return extend(tr, lease, vt); });
+}
+
+WallClock::time_point FairQueue::extend(Transaction& tr, const Lease& lease, milliseconds vt) {
+  FairKeys::check_tenant(lease.tenant);
+  const WallClock::time_point deadline = state_->tenant_queue(lease.tenant).extend(tr, lease, vt);
+  state_->leased_changed(
+      tr, lease,
+      std::chrono::duration_cast<std::chrono::microseconds>(deadline.time_since_epoch()).count(),
+      lease.token);
+  return deadline;
+}
+
+void FairQueue::set_weight(std::string_view tenant, std::int64_t weight) {
+  FairKeys::check_tenant(tenant);
+  if (weight < 1) throw Error(ErrorCode::kInvalidOptionValue, "fair queue: weight must be >= 1");
+  state_->db().run([&](Transaction& tr) {
+    if (weight == 1) {
+      tr.clear(state_->keys().weight(tenant));
+    } else {
+      tr.set(state_->keys().weight(tenant), detail::pack_int(weight));
+    }
+  });
+}
+
+std::int64_t FairQueue::weight(std::string_view tenant) {
+  FairKeys::check_tenant(tenant);
+  return state_->db().run(
+      [&](Transaction& tr) { return state_->index().weight(tr, tenant, /*snapshot=*/true); });
+}
+
+Queue FairQueue::dead_letters(std::string_view tenant) const {
+  FairKeys::check_tenant(tenant);
+  return state_->tenant_queue(tenant).dead_letters();
+}
+
+const Subspace& FairQueue::subspace() const { return state_->keys().space(); }
+const FairQueueOptions& FairQueue::options() const { return state_->options(); }
+
+}  // namespace kvq

@@ -1,0 +1,240 @@
+#include "layers/fair/fair_state.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "kvq/error.h"
+#include "layers/item_keys.h"
+
+namespace kvq::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// How long a wait sleeps at least when a wake-up is due but nothing could be served (a tenant at
+// its lease limit): neither spin nor sleep until the next push.
+constexpr milliseconds kRecheck{5};
+
+std::shared_ptr<Database> non_null(std::shared_ptr<Database> db) {
+  if (!db) throw Error(ErrorCode::kInvalidArgument, "fair queue: null database");
+  return db;
+}
+
+const FairQueueOptions& validated(const FairQueueOptions& o) {
+  if (o.max_leased_per_tenant < 0 || o.max_attempts < 0 || o.marker_ttl.count() < 0) {
+    throw Error(ErrorCode::kInvalidOptionValue,
+                "fair queue: max_leased_per_tenant, max_attempts and marker_ttl must be >= 0");
+  }
+  return o;
+}
+
+QueueOptions tenant_options_of(const FairQueueOptions& o) {
+  QueueOptions q;
+  q.max_attempts = o.max_attempts;
+  q.marker_ttl = o.marker_ttl;
+  return q;
+}
+
+std::int64_t micros(WallClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+milliseconds left(Clock::time_point deadline) {
+  const auto d = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+  return std::max(d, milliseconds(0));
+}
+
+// A watch of the change counter and when the next wake-up is due (unix us), if there is one.
+struct Armed {
+  Watch watch;
+  std::optional<std::int64_t> next_due;
+};
+
+}  // namespace
+
+FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOptions options)
+    : db_(non_null(std::move(db))),
+      keys_(std::move(space)),
+      index_(keys_),
+      options_(validated(options)),
+      tenant_options_(tenant_options_of(options_)),
+      markers_(db_, keys_.control(), options_.marker_ttl) {
+  if (options_.combine) pops_ = std::make_unique<combining::Combiner>(combining::GroupLimits{});
+}
+
+Queue FairState::tenant_queue(std::string_view tenant) const {
+  return Queue(db_, keys_.tenant_items(tenant), tenant_options_);
+}
+
+void FairState::pushed(Transaction& tr, std::string_view tenant, std::int64_t due_us) const {
+  index_.wake(tr, tenant, due_us);
+  tr.set(keys_.registered(tenant), "");
+  tr.atomic_add(keys_.changes(), 1);
+}
+
+void FairState::leased_changed(Transaction& tr, const Lease& lease,
+                               std::optional<std::int64_t> due_us, std::string_view id) const {
+  if (lease.deadline != WallClock::time_point()) {
+    index_.cancel_wake(tr, lease.tenant, micros(lease.deadline), lease.token);
+  }
+  if (due_us) index_.wake(tr, lease.tenant, *due_us, id);
+  tr.atomic_add(keys_.changes(), 1);
+}
+
+template <typename T>
+FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, int max_retired) {
+  index_.file_due(tr);
+  for (int retired = 0; retired < max_retired; ++retired) {
+    const std::optional<RingEntry> head = index_.head(tr);
+    if (!head) return {};
+    Queue queue = tenant_queue(head->tenant);
+    if (std::optional<T> v = serve_one(head->tenant, queue, tr)) {
+      index_.advance(tr, *head);
+      return {true, std::move(v)};
+    }
+    index_.retire(tr, *head);
+  }
+  return {false, std::nullopt};
+}
+
+template <typename T>
+std::optional<T> FairState::serve_marked(const Serve<T>& serve_one) {
+  for (;;) {
+    Turn<T> turn =
+        run_marked([&](Transaction& tr) { return serve<T>(tr, serve_one, kRetirePerTransaction); });
+    if (turn.done) return std::move(turn.value);
+  }
+}
+
+namespace {
+
+std::optional<FairItem> pop_one(const std::string& tenant, Queue& queue, Transaction& tr) {
+  std::optional<std::string> v = queue.pop(tr);
+  if (!v) return std::nullopt;
+  return FairItem{tenant, std::move(*v)};
+}
+
+}  // namespace
+
+FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
+  if (vt.count() <= 0) {
+    throw Error(ErrorCode::kInvalidOptionValue, "fair queue: visibility timeout must be > 0");
+  }
+  return
+      [this, vt](const std::string& tenant, Queue& queue, Transaction& tr) -> std::optional<Lease> {
+        const int limit = options_.max_leased_per_tenant;
+        // peek moves the tenant's expired leases back first, so the leased count is current.
+        if (limit > 0 && (!queue.peek(tr) || queue.stats(tr).leased >= limit)) return std::nullopt;
+        std::optional<Lease> lease = queue.take(tr, vt);
+        if (lease) {
+          lease->tenant = tenant;
+          // If the tenant leaves the ring meanwhile, the lease's expiry brings it back.
+          index_.wake(tr, tenant, micros(lease->deadline), lease->token);
+        }
+        return lease;
+      };
+}
+
+std::optional<FairItem> FairState::pop(Transaction& tr) {
+  return serve<FairItem>(tr, pop_one, std::numeric_limits<int>::max()).value;
+}
+
+std::optional<Lease> FairState::take(Transaction& tr, milliseconds vt) {
+  return serve<Lease>(tr, taker(vt), std::numeric_limits<int>::max()).value;
+}
+
+namespace {
+
+struct PopRequest : combining::Request {
+  std::optional<FairItem> item;
+};
+
+}  // namespace
+
+std::optional<FairItem> FairState::pop() {
+  if (!pops_) return serve_marked<FairItem>(pop_one);
+  PopRequest request;
+  pops_->submit(request, [this](std::vector<combining::Request*>& group) { serve_pops(group); });
+  return std::move(request.item);
+}
+
+void FairState::serve_pops(std::vector<combining::Request*>& group) {
+  for (std::size_t next = 0; next < group.size();) {
+    std::vector<std::optional<FairItem>> items =
+        run_marked([&](Transaction& tr) { return pops_that_fit(tr, group.size() - next); });
+    for (std::optional<FairItem>& item : items) {
+      static_cast<PopRequest*>(group[next++])->item = std::move(item);
+    }
+  }
+}
+
+std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, std::size_t n) {
+  const TransactionLimits limits = db_->limits();
+  std::vector<std::optional<FairItem>> out;
+  TransactionUsage before = tr.usage();
+  std::size_t turn_ops = 0, turn_bytes = 0;  // the most one turn cost so far
+  while (out.size() < n) {
+    Turn<FairItem> turn = serve<FairItem>(tr, pop_one, kRetirePerTransaction);
+    if (!turn.done) break;  // many tenants left the ring: commit that, go on
+    if (!turn.value) {      // nothing ready: every pop left gets nullopt
+      out.resize(n);
+      break;
+    }
+    out.push_back(std::move(turn.value));
+    const TransactionUsage now = tr.usage();
+    turn_ops = std::max(turn_ops, now.operations - before.operations);
+    turn_bytes = std::max(turn_bytes, now.bytes - before.bytes);
+    before = now;
+    // Room for one more turn and the marker, with a margin of one turn.
+    if (now.operations + 2 * turn_ops + 8 > limits.max_operations ||
+        now.bytes + 2 * turn_bytes + 4096 > limits.max_bytes) {
+      break;
+    }
+  }
+  return out;
+}
+
+std::optional<Lease> FairState::take(milliseconds vt) { return serve_marked<Lease>(taker(vt)); }
+
+template <typename T>
+std::optional<T> FairState::wait(const std::function<std::optional<T>()>& attempt,
+                                 milliseconds timeout) {
+  if (timeout.count() < 0) {
+    throw Error(ErrorCode::kInvalidOptionValue, "fair queue: wait timeout must be >= 0");
+  }
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    if (std::optional<T> v = attempt()) return v;
+    if (left(deadline).count() == 0) return std::nullopt;
+    Armed armed = db_->run([&](Transaction& tr) {
+      const KeyRange wakes = keys_.wakes_due(std::numeric_limits<std::int64_t>::max());
+      RangeOptions first;
+      first.limit = 1;
+      first.snapshot = true;
+      const auto next = tr.get_range(wakes.begin, wakes.end, first);
+      return Armed{tr.watch(keys_.changes()),
+                   next.empty() ? std::nullopt
+                                : std::optional(keys_.space().unpack(next[0].key).get_int(1))};
+    });
+    milliseconds wait = left(deadline);
+    if (armed.next_due) {
+      const auto until =
+          std::chrono::ceil<milliseconds>(std::chrono::microseconds(*armed.next_due - now_us()));
+      wait = std::min(wait, std::max(until, kRecheck));
+    }
+    armed.watch.wait_for(wait);
+    armed.watch.cancel();
+  }
+}
+
+std::optional<FairItem> FairState::pop_wait(milliseconds timeout) {
+  return wait<FairItem>([this] { return pop(); }, timeout);
+}
+
+std::optional<Lease> FairState::take_wait(milliseconds vt, milliseconds timeout) {
+  const Serve<Lease> take_one = taker(vt);
+  return wait<Lease>([&] { return serve_marked<Lease>(take_one); }, timeout);
+}
+
+}  // namespace kvq::detail

@@ -1,0 +1,107 @@
+// Internal: what the copies of one kvq::FairQueue share, and the operations that need the index
+// and the tenants' queues together: serving a turn (pop, take), waking tenants on pushes, acks and
+// nacks, combined pops (options.combine) and the blocking waits. Each tenant's items are a
+// kvq::Queue (under FairKeys::tenant_items), used only through its Transaction& overloads, so one
+// fair operation is one transaction. Thread-safe.
+#ifndef KVQ_SRC_LAYERS_FAIR_FAIR_STATE_H_
+#define KVQ_SRC_LAYERS_FAIR_FAIR_STATE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kvq/database.h"
+#include "kvq/fair_queue.h"
+#include "kvq/queue.h"
+#include "layers/combining/combiner.h"
+#include "layers/fair/fair_index.h"
+#include "layers/fair/fair_keys.h"
+#include "layers/marked_run.h"
+#include "layers/markers.h"
+
+namespace kvq::detail {
+
+class FairState {
+ public:
+  // Throws invalid_argument for a null db, invalid_option_value for negative options.
+  FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOptions options);
+
+  // `tenant`'s items (after FairKeys::check_tenant).
+  Queue tenant_queue(std::string_view tenant) const;
+  // Blind writes of a push to `tenant` (due_us 0: ready now): its wake-up, its registry entry and
+  // the change counter.
+  void pushed(Transaction& tr, std::string_view tenant, std::int64_t due_us) const;
+
+  // One turn: files due wake-ups, then serves the first tenant of the ring with `serve` (its
+  // queue, the transaction; nullopt if the tenant has nothing for it: it leaves the ring and the
+  // next one is tried). nullopt if no tenant could be served.
+  template <typename T>
+  using Serve = std::function<std::optional<T>(const std::string& tenant, Queue&, Transaction&)>;
+  std::optional<FairItem> pop(Transaction& tr);
+  std::optional<Lease> take(Transaction& tr, std::chrono::milliseconds vt);
+
+  // The own-loop forms: marked transactions, each retiring at most kRetirePerTransaction tenants.
+  // pop() is combined with the pops of other threads if options.combine.
+  std::optional<FairItem> pop();
+  std::optional<Lease> take(std::chrono::milliseconds vt);
+  // Blocking forms: try until a value comes or `timeout` (>= 0) passes, waiting on a watch of the
+  // change counter (and for the next wake-up's due time) in between.
+  std::optional<FairItem> pop_wait(std::chrono::milliseconds timeout);
+  std::optional<Lease> take_wait(std::chrono::milliseconds vt, std::chrono::milliseconds timeout);
+
+  // After an ack, nack or extend of `lease`: cancels the lease's wake-up (if its deadline is
+  // known), and wakes the tenant at `due_us` (nullopt: no new wake-up).
+  void leased_changed(Transaction& tr, const Lease& lease, std::optional<std::int64_t> due_us,
+                      std::string_view id = {}) const;
+
+  template <typename Body>
+  auto run_marked(Body&& body) {
+    return detail::run_marked(*db_, markers_, std::forward<Body>(body));
+  }
+
+  Database& db() const { return *db_; }
+  const FairKeys& keys() const { return keys_; }
+  const FairIndex& index() const { return index_; }
+  const FairQueueOptions& options() const { return options_; }
+
+  static constexpr int kRetirePerTransaction = 16;
+
+ private:
+  // At most one served turn; `done` false if kRetirePerTransaction tenants left the ring first
+  // (the caller commits and goes on).
+  template <typename T>
+  struct Turn {
+    bool done = true;
+    std::optional<T> value;
+  };
+  template <typename T>
+  Turn<T> serve(Transaction& tr, const Serve<T>& serve_one, int max_retired);
+  template <typename T>
+  std::optional<T> serve_marked(const Serve<T>& serve_one);
+  Serve<Lease> taker(std::chrono::milliseconds vt) const;
+  // Combined pops: the leader serves its group in as few marked transactions as the engine's
+  // limits allow, one turn per pop, in order.
+  void serve_pops(std::vector<combining::Request*>& group);
+  std::vector<std::optional<FairItem>> pops_that_fit(Transaction& tr, std::size_t n);
+  template <typename T>
+  std::optional<T> wait(const std::function<std::optional<T>()>& attempt,
+                        std::chrono::milliseconds timeout);
+
+  std::shared_ptr<Database> db_;
+  FairKeys keys_;
+  FairIndex index_;
+  FairQueueOptions options_;
+  QueueOptions tenant_options_;
+  Markers markers_;
+  std::unique_ptr<combining::Combiner> pops_;  // options.combine only
+};
+
+}  // namespace kvq::detail
+
+#endif  // KVQ_SRC_LAYERS_FAIR_FAIR_STATE_H_

@@ -1,0 +1,207 @@
+// FairQueue under 16 threads on every engine: every item popped exactly once and FIFO within each
+// tenant (the whole history checked per tenant with tools/kvq/history.h), and the per-tenant lease
+// limit never exceeded while workers take and ack.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/testing/fault_injection.h"
+#include "kvq/kvq.h"
+#include "support/fair_fixture.h"
+#include "tools/kvq/history.h"
+
+namespace kvq {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FairTest;
+
+constexpr int kThreads = 16;
+constexpr int kTenants = 8;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class FairQueueConcurrencyTest : public FairTest {
+ protected:
+  // Items pushed in total: $KVQ_TEST_ITEMS / 5 (memory), fewer on the engines whose commits sync,
+  // and fewer still in sanitizer builds (to stay within a minute).
+  int items() const {
+    const bool small = testing::kSanitizerBuild;
+    if (GetParam() == "etcd") {
+      return static_cast<int>(testing::env_int("KVQ_TEST_ETCD_ITEMS", small ? 400 : 800));
+    }
+    if (GetParam() == "rocksdb") return small ? 1600 : 4000;
+    return static_cast<int>(testing::test_items() / 5);
+  }
+};
+
+// The history of one tenant: its pushes and the pops that returned its items.
+struct TenantHistory {
+  std::vector<history::Push> pushes;
+  std::vector<history::Pop> pops;
+  std::vector<std::string> left;
+};
+
+// 8 producers push to 8 tenants while 8 consumers pop, then the history of each tenant is checked.
+void run_and_check_history(FairQueue& fq, int n) {
+  const int producers = kThreads / 2;
+  std::vector<TenantHistory> by_tenant(kTenants);
+  std::mutex mu;
+  std::atomic<int> producing{producers};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = p; i < n; i += producers) {
+        const std::string tenant = "t" + std::to_string(i % kTenants);
+        history::Push h{tenant + "-" + std::to_string(i), 0, now_ns(), 0};
+        fq.push(tenant, h.value);
+        h.end = now_ns();
+        std::lock_guard<std::mutex> lock(mu);
+        by_tenant[static_cast<std::size_t>(i % kTenants)].pushes.push_back(std::move(h));
+      }
+      --producing;
+    });
+  }
+  for (int c = 0; c < kThreads - producers; ++c) {
+    threads.emplace_back([&] {
+      for (int empties = 0; empties < 2;) {
+        const bool done = producing.load() == 0;
+        const std::int64_t start = now_ns();
+        std::optional<FairItem> item = fq.pop();
+        empties = (!item && done) ? empties + 1 : 0;
+        if (!item) continue;
+        history::Pop h{history::PopKind::kFifo, item->value, start, now_ns()};
+        std::lock_guard<std::mutex> lock(mu);
+        by_tenant[static_cast<std::size_t>(std::stoi(item->tenant.substr(1)))].pops.push_back(
+            std::move(h));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  while (auto item = fq.pop()) {
+    by_tenant[static_cast<std::size_t>(std::stoi(item->tenant.substr(1)))].left.push_back(
+        item->value);
+  }
+  std::int64_t popped = 0;
+  for (const TenantHistory& h : by_tenant) {
+    const history::Result r = history::check(h.pushes, h.pops, h.left);
+    EXPECT_TRUE(r.ok) << r.violations << " violations";
+    for (const auto& p : r.problems) ADD_FAILURE() << p;
+    EXPECT_EQ(r.remaining, 0) << "the pops stopped while items were left";
+    popped += r.popped;
+  }
+  EXPECT_EQ(popped, n);
+  EXPECT_EQ(fq.size(), 0);
+}
+
+TEST_P(FairQueueConcurrencyTest, EveryItemOnceAndInOrderWithinEachTenant) {
+  FairQueue fq = make();
+  run_and_check_history(fq, items());
+}
+
+TEST_P(FairQueueConcurrencyTest, CombinedPopsDeliverEveryItemOnceAndInOrderWithinEachTenant) {
+  FairQueueOptions o;
+  o.combine = true;
+  FairQueue fq = make(o);
+  run_and_check_history(fq, items());
+}
+
+TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {
+  FairQueueOptions o;
+  o.max_leased_per_tenant = 2;
+  FairQueue fq = make(o);
+  const int per_tenant = items() / 4 / kTenants;
+  for (int t = 0; t < kTenants; ++t) push_many(fq, "t" + std::to_string(t), per_tenant);
+  const int total = per_tenant * kTenants;
+  // How long a worker holds a lease: long enough for the others to reach the limit (on etcd takes
+  // commit one at a time, milliseconds each, round-robin over the tenants).
+  const auto hold =
+      on_etcd() ? std::chrono::microseconds(150'000) : std::chrono::microseconds(1'000);
+  std::vector<std::atomic<int>> leased(kTenants);
+  std::atomic<int> most{0}, acked{0};
+  std::mutex mu;
+  std::multiset<std::string> done;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kThreads; ++w) {
+    workers.emplace_back([&] {
+      while (acked.load() < total) {
+        std::optional<Lease> lease = fq.take(60s);
+        if (!lease) {
+          std::this_thread::sleep_for(1ms);
+          continue;
+        }
+        auto& count = leased[static_cast<std::size_t>(std::stoi(lease->tenant.substr(1)))];
+        const int now = ++count;  // this lease is live from take's commit to ack's commit
+        for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+        }
+        std::this_thread::sleep_for(hold);
+        --count;
+        fq.ack(*lease);
+        ++acked;
+        std::lock_guard<std::mutex> lock(mu);
+        done.insert(lease->value);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  EXPECT_LE(most.load(), 2) << "a tenant had more than 2 items leased at once";
+  EXPECT_EQ(most.load(), 2) << "the limit was never reached: the test showed nothing";
+  EXPECT_EQ(done.size(), static_cast<std::size_t>(total));
+  EXPECT_EQ(std::set<std::string>(done.begin(), done.end()).size(), done.size()) << "acked twice";
+  EXPECT_EQ(fq.take(60s), std::nullopt);
+}
+
+// Pushes, pops, takes and acks whose commits report commit_unknown_result (applied or not), from
+// 4 threads: every item is delivered exactly once (the own-loop forms are marked).
+TEST_P(FairQueueConcurrencyTest, UnknownCommitResultsNeitherDuplicateNorLoseItems) {
+  engine::FaultInjectionOptions faults;
+  faults.unknown_not_applied = 0.1;
+  faults.unknown_applied = 0.1;
+  faults.seed = 11;
+  auto faulty = std::make_shared<engine::FaultInjectionEngine>(db_->engine(), faults);
+  FairQueue fq(std::make_shared<Database>(faulty, "faulty"), space_);
+  constexpr int kClients = 4;
+  const int each = on_etcd() ? 30 : 150;
+  std::mutex mu;
+  std::multiset<std::string> got;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      for (int i = 0; i < each; ++i)
+        fq.push("t" + std::to_string(i % 3), std::to_string(c * each + i));
+      for (int i = 0; i < each; ++i) {
+        std::string value;
+        if (i % 2 == 0) {
+          std::optional<FairItem> item = fq.pop();
+          if (item) value = item->value;
+        } else if (std::optional<Lease> lease = fq.take(60s)) {
+          fq.ack(*lease);
+          value = lease->value;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        if (!value.empty()) got.insert(value);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  while (auto item = fq.pop()) got.insert(item->value);
+  EXPECT_GT(faulty->injected_applied(), 0U) << "no applied-but-unknown commit was injected";
+  EXPECT_EQ(got.size(), static_cast<std::size_t>(kClients * each));
+  EXPECT_EQ(std::set<std::string>(got.begin(), got.end()).size(), got.size()) << "an item twice";
+}
+
+KVQ_FAIR_ENGINES(FairQueueConcurrencyTest);
+
+}  // namespace
+}  // namespace kvq

@@ -1,0 +1,239 @@
+// FairQueue (kvq/fair_queue.h): round-robin over tenants with ready items, weights, the lease
+// limit per tenant, work-queue operations and bad input, on every engine. Concurrency (exactly
+// once and FIFO per tenant, the lease limit under 16 threads): fair_queue_concurrency_test.cc.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "kvq/kvq.h"
+#include "support/error_code.h"
+#include "support/fair_fixture.h"
+
+namespace kvq {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FairTest;
+using testing::item_index;
+
+using testing::code_of;
+
+class FairQueueTest : public FairTest {};
+
+TEST_P(FairQueueTest, ServesTenantsRoundRobinAndEachTenantInOrder) {
+  FairQueue fq = make();
+  for (int i = 0; i < 3; ++i) fq.push("a", "a-" + std::to_string(i));
+  for (int i = 0; i < 2; ++i) fq.push("b", "b-" + std::to_string(i));
+  fq.push("c", "c-0");
+  std::vector<std::string> got;
+  while (auto item = fq.pop()) {
+    EXPECT_EQ(item->value.substr(0, 1), item->tenant);
+    got.push_back(item->value);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"a-0", "b-0", "c-0", "a-1", "b-1", "a-2"}));
+  EXPECT_EQ(fq.size(), 0);
+}
+
+TEST_P(FairQueueTest, SmallTenantsAreServedWithinTheFirstRoundsBesideAHugeOne) {
+  // 100,000 items for A (10,000 under sanitizers and on etcd, where pushing 100,000 in batches
+  // of 50 alone would take minutes); the promise does not depend on A's size.
+  const int big = testing::kSanitizerBuild || on_etcd() ? 10'000 : 100'000;
+  FairQueue fq = make();
+  push_many(fq, "A", big);
+  for (const char* t : {"B", "C", "D", "E"}) push_many(fq, t, 10);
+  std::map<std::string, std::vector<int>> seen;
+  for (int i = 0; i < 60; ++i) {
+    auto item = fq.pop();
+    ASSERT_TRUE(item);
+    seen[item->tenant].push_back(item_index(item->value));
+  }
+  for (const char* t : {"B", "C", "D", "E"}) {
+    EXPECT_EQ(seen[t], (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})) << t << " in order, all";
+  }
+  ASSERT_EQ(seen["A"].size(), 20U);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(seen["A"][static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(fq.size(), big - 20);
+}
+
+TEST_P(FairQueueTest, WeightsThreeToOneGiveThreeToOneWithinFivePercent) {
+  // 10,000 pops (2,000 under sanitizers and on etcd, one commit each).
+  const int pops = testing::kSanitizerBuild || on_etcd() ? 2'000 : 10'000;
+  FairQueue fq = make();
+  fq.set_weight("heavy", 3);
+  EXPECT_EQ(fq.weight("heavy"), 3);
+  EXPECT_EQ(fq.weight("light"), 1);
+  push_many(fq, "heavy", pops);
+  push_many(fq, "light", pops);
+  std::map<std::string, int> count;
+  for (int i = 0; i < pops; ++i) {
+    auto item = fq.pop();
+    ASSERT_TRUE(item);
+    ++count[item->tenant];
+  }
+  const double ratio = static_cast<double>(count["heavy"]) / count["light"];
+  EXPECT_NEAR(ratio, 3.0, 0.15) << count["heavy"] << ":" << count["light"];
+}
+
+TEST_P(FairQueueTest, TakeSetsTheTenantAndAckNackExtendWorkAsOnQueue) {
+  FairQueue fq = make();
+  fq.push("t1", "x");
+  fq.push("t2", "y");
+  auto l1 = fq.take(30s);
+  ASSERT_TRUE(l1);
+  EXPECT_EQ(l1->tenant, "t1");
+  EXPECT_EQ(l1->value, "x");
+  EXPECT_EQ(l1->attempt, 1);
+  const auto deadline = fq.extend(*l1, 60s);
+  EXPECT_GT(deadline, WallClock::now() + 50s);
+  fq.ack(*l1);
+  EXPECT_EQ(code_of([&] { fq.ack(*l1); }), ErrorCode::kLeaseLost);
+  auto l2 = fq.take(30s);
+  ASSERT_TRUE(l2);
+  EXPECT_EQ(l2->tenant, "t2");
+  EXPECT_EQ(fq.take(30s), std::nullopt);
+  fq.nack(*l2);
+  auto again = fq.take(30s);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->value, "y");
+  EXPECT_EQ(again->attempt, 2);
+  Lease wrong = *again;
+  wrong.tenant = "t1";
+  EXPECT_EQ(code_of([&] { fq.ack(wrong); }), ErrorCode::kInvalidLeaseToken);
+  fq.ack(*again);
+  EXPECT_EQ(fq.pop(), std::nullopt);
+}
+
+TEST_P(FairQueueTest, AnExpiredLeaseBringsItsTenantBackAfterItLeftTheRing) {
+  FairQueue fq = make();
+  fq.push("t", "x");
+  auto lease = fq.take(100ms);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(fq.pop(), std::nullopt);  // t had nothing ready: it left the ring
+  std::this_thread::sleep_for(150ms);
+  auto back = fq.take(30s);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->value, "x");
+  EXPECT_EQ(back->attempt, 2);
+  EXPECT_EQ(code_of([&] { fq.ack(*lease); }), ErrorCode::kLeaseLost);
+  fq.ack(*back);
+}
+
+TEST_P(FairQueueTest, DelayedItemsWaitAndThenTheirTenantIsServed) {
+  FairQueue fq = make();
+  PushOptions later;
+  later.delay = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  fq.push("t", "late", later);
+  fq.push("u", "now");
+  EXPECT_EQ(fq.pop(), (FairItem{"u", "now"}));
+  if (std::chrono::steady_clock::now() - start < 250ms) {
+    EXPECT_EQ(fq.pop(), std::nullopt);
+  }
+  auto item = fq.pop_wait(5s);
+  ASSERT_TRUE(item);
+  EXPECT_EQ(*item, (FairItem{"t", "late"}));
+}
+
+TEST_P(FairQueueTest, MaxAttemptsSendsToTheTenantsDeadLetters) {
+  FairQueueOptions o;
+  o.max_attempts = 1;
+  FairQueue fq = make(o);
+  fq.push("t", "bad");
+  auto lease = fq.take(30s);
+  ASSERT_TRUE(lease);
+  fq.nack(*lease, 0ms, "broken");
+  EXPECT_EQ(fq.take(30s), std::nullopt);
+  EXPECT_EQ(fq.dead_letters("t").pop(), "bad");
+}
+
+TEST_P(FairQueueTest, LeaseLimitSkipsATenantUntilAnAck) {
+  FairQueueOptions o;
+  o.max_leased_per_tenant = 1;
+  FairQueue fq = make(o);
+  fq.push("a", "a-0");
+  fq.push("a", "a-1");
+  fq.push("b", "b-0");
+  auto a0 = fq.take(30s);
+  ASSERT_TRUE(a0);
+  EXPECT_EQ(a0->value, "a-0");
+  auto b0 = fq.take(30s);
+  ASSERT_TRUE(b0);
+  EXPECT_EQ(b0->value, "b-0");
+  EXPECT_EQ(fq.take(30s), std::nullopt) << "a is at its limit";
+  fq.ack(*a0);
+  auto a1 = fq.take(30s);
+  ASSERT_TRUE(a1);
+  EXPECT_EQ(a1->value, "a-1");
+}
+
+TEST_P(FairQueueTest, TakeWaitIsWokenByAPush) {
+  FairQueue fq = make();
+  std::thread pusher([&] {
+    std::this_thread::sleep_for(100ms);
+    fq.push("t", "x");
+  });
+  auto lease = fq.take_wait(30s, 10s);
+  pusher.join();
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->value, "x");
+  EXPECT_EQ(fq.take_wait(30s, 50ms), std::nullopt);
+}
+
+TEST_P(FairQueueTest, StatsCountPerTenantAndClearRemovesEverything) {
+  FairQueue fq = make();
+  fq.push("a", "1");
+  fq.push("a", "2");
+  fq.push("b", "3");
+  fq.set_weight("b", 2);
+  ASSERT_TRUE(fq.take(30s));
+  const auto stats = fq.stats();
+  ASSERT_EQ(stats.size(), 2U);
+  EXPECT_EQ(stats[0].tenant, "a");
+  EXPECT_EQ(stats[0].ready, 1);
+  EXPECT_EQ(stats[0].leased, 1);
+  EXPECT_EQ(stats[1].tenant, "b");
+  EXPECT_EQ(stats[1].ready, 1);
+  EXPECT_EQ(stats[1].weight, 2);
+  EXPECT_EQ(fq.size(), 2);
+  fq.clear();
+  EXPECT_EQ(fq.size(), 0);
+  EXPECT_TRUE(fq.stats().empty());
+  EXPECT_EQ(fq.pop(), std::nullopt);
+}
+
+TEST_P(FairQueueTest, BadInputThrowsClearCodesAndChangesNothing) {
+  FairQueue fq = make();
+  fq.push("t", "x");
+  const std::string huge(FairQueue::kMaxTenantSize + 1, 't');
+  EXPECT_EQ(code_of([&] { fq.push("", "v"); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { fq.push(huge, "v"); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { fq.push_batch("", {"v"}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { fq.push("t", std::string(kMaxValueSize + 1, 'v')); }),
+            ErrorCode::kValueTooLarge);
+  PushOptions negative;
+  negative.delay = -1ms;
+  EXPECT_EQ(code_of([&] { fq.push("t", "v", negative); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { fq.take(0ms); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { fq.take(-5ms); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { fq.set_weight("t", 0); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { fq.set_weight("t", -3); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { fq.pop_wait(-1ms); }), ErrorCode::kInvalidOptionValue);
+  FairQueueOptions bad;
+  bad.max_leased_per_tenant = -1;
+  EXPECT_EQ(code_of([&] { make(bad); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { fq.ack(Lease{}); }), ErrorCode::kInvalidArgument);
+  const auto stats = fq.stats();
+  ASSERT_EQ(stats.size(), 1U);
+  EXPECT_EQ(stats[0].ready, 1);
+  EXPECT_EQ(stats[0].weight, 1);
+  EXPECT_EQ(fq.pop(), (FairItem{"t", "x"}));
+}
+
+KVQ_FAIR_ENGINES(FairQueueTest);
+
+}  // namespace
+}  // namespace kvq

@@ -1,0 +1,149 @@
+// `kvq fair ...`: a fair queue across tenants at subspace ("F", NAME) (kvq/fair_queue.h;
+// docs/queues.md, "Fair queues"): push, pop, take, ack, nack, stats.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "tools/kvq/commands.h"
+
+namespace kvq::cli {
+namespace {
+
+struct FairArgs {
+  std::string name = "default";
+  std::string tenant;
+  std::vector<std::string> values;
+  std::int64_t delay_ms = 0;
+  std::int64_t vt_ms = 30'000;
+  int max_leased = 0;
+  std::string token;
+  bool json = false;
+};
+
+FairQueue open_fair(const Context& ctx, const FairArgs& args) {
+  FairQueueOptions options;
+  options.max_leased_per_tenant = args.max_leased;
+  return FairQueue(ctx.open(), Subspace(Tuple().append("F").append(args.name)), options);
+}
+
+void add_tenant(CLI::App* command, FairArgs& args) {
+  command->add_option("--tenant", args.tenant, "the tenant")->required()->check(NonEmpty());
+}
+
+void add_push(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
+  auto* push = fair->add_subcommand("push", "append each VALUE at the back of TENANT's items");
+  add_tenant(push, *args);
+  push->add_option("value", args->values, "values to push; '-' reads one value from stdin")
+      ->required();
+  push->add_option("--delay", args->delay_ms, "invisible for this long: 500ms, 10s, 1m")
+      ->transform(DurationMs())
+      ->check(CLI::NonNegativeNumber);
+  set_action(push, ctx, [&ctx, args] {
+    const std::vector<std::string> values = read_values(args->values, stdin, "fair push");
+    FairQueue fq = open_fair(ctx, *args);
+    PushOptions options;
+    options.delay = std::chrono::milliseconds(args->delay_ms);
+    for (const std::string& v : values) fq.push(args->tenant, v, options);
+    return kExitOk;
+  });
+}
+
+// Prints the tenant on one line, then the value (exit 3 if there is none).
+int print_item(const std::optional<FairItem>& item) {
+  if (item) std::cout << escape(item->tenant) << "\n";
+  return print_value(item ? std::optional(item->value) : std::nullopt, false, "fair queue");
+}
+
+void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
+  auto* pop = fair->add_subcommand(
+      "pop",
+      "remove the next item in fair order; print its tenant, then the value (exit 3 if none)");
+  set_action(pop, ctx, [&ctx, args] { return print_item(open_fair(ctx, *args).pop()); });
+  auto* take = fair->add_subcommand(
+      "take", "lease the next item in fair order; print the token, the tenant, then the value");
+  take->add_option("--vt", args->vt_ms, "visibility timeout: 500ms, 30s, 5m")
+      ->transform(DurationMs())
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  take->add_option("--max-leased", args->max_leased, "at most this many leased per tenant (0: any)")
+      ->check(CLI::NonNegativeNumber);
+  set_action(take, ctx, [&ctx, args] {
+    std::optional<Lease> lease = open_fair(ctx, *args).take(std::chrono::milliseconds(args->vt_ms));
+    if (lease) std::cout << lease->token_text() << "\n";
+    return print_item(lease ? std::optional(FairItem{lease->tenant, lease->value}) : std::nullopt);
+  });
+}
+
+void add_ack_and_nack(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
+  auto* ack = fair->add_subcommand("ack", "remove the leased item (lease_lost, exit 1, if gone)");
+  auto* nack = fair->add_subcommand("nack", "give the leased item back, now or after --delay");
+  nack->add_option("--delay", args->delay_ms, "visible again after this long: 500ms, 5s, 1m")
+      ->transform(DurationMs())
+      ->check(CLI::NonNegativeNumber);
+  for (CLI::App* command : {ack, nack}) {
+    add_tenant(command, *args);
+    command->add_option("token", args->token, "the lease token `take` printed")->required();
+  }
+  const auto lease = [args] {
+    Lease l = Lease::from_text(args->token);
+    l.tenant = args->tenant;
+    return l;
+  };
+  set_action(ack, ctx, [&ctx, args, lease] {
+    open_fair(ctx, *args).ack(lease());
+    return kExitOk;
+  });
+  set_action(nack, ctx, [&ctx, args, lease] {
+    open_fair(ctx, *args).nack(lease(), std::chrono::milliseconds(args->delay_ms));
+    return kExitOk;
+  });
+}
+
+int print_fair_stats(const std::vector<FairTenantStats>& stats, bool json) {
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const FairTenantStats& s : stats) {
+      j.push_back({{"tenant", s.tenant},
+                   {"ready", s.ready},
+                   {"delayed", s.delayed},
+                   {"leased", s.leased},
+                   {"dead_letters", s.dead_letters},
+                   {"weight", s.weight}});
+    }
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
+  std::cout << "tenant\tready\tdelayed\tleased\tdead_letters\tweight\n";
+  for (const FairTenantStats& s : stats) {
+    std::cout << escape(s.tenant) << "\t" << s.ready << "\t" << s.delayed << "\t" << s.leased
+              << "\t" << s.dead_letters << "\t" << s.weight << "\n";
+  }
+  return kExitOk;
+}
+
+void add_stats(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
+  auto* stats = fair->add_subcommand(
+      "stats", "per tenant: ready (depth), delayed, leased, dead letters, weight");
+  stats->add_flag("--json", args->json, "print JSON");
+  set_action(stats, ctx,
+             [&ctx, args] { return print_fair_stats(open_fair(ctx, *args).stats(), args->json); });
+}
+
+}  // namespace
+
+void add_fair_commands(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<FairArgs>();
+  auto* fair =
+      app.add_subcommand("fair", "operate on a fair queue across tenants (subspace (\"F\", NAME))");
+  fair->add_option("--name", args->name, "fair queue name")
+      ->check(NonEmpty())
+      ->capture_default_str();
+  add_push(fair, ctx, args);
+  add_pop_and_take(fair, ctx, args);
+  add_ack_and_nack(fair, ctx, args);
+  add_stats(fair, ctx, args);
+}
+
+}  // namespace kvq::cli
