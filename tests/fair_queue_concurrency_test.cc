@@ -26,11 +26,7 @@ using testing::FairTest;
 constexpr int kThreads = 16;
 constexpr int kTenants = 8;
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using history::now_ns;
 
 class FairQueueConcurrencyTest : public FairTest {
  protected:
