@@ -235,7 +235,7 @@ const std::vector<BadCase>& bad_cases() {
       {"bench --clients 0", 2, "--clients"},
       {"bench --kinds queue,stack", 2, "--kinds: stack not in {queue,pq}"},
       {"bench --modes fast", 2, "--modes: fast not in {plain,hc}"},
-      {"bench --ops peek", 2, "--ops: peek not in {push,pop,take}"},
+      {"bench --ops peek", 2, "--ops: peek not in {push,pop,take,cycle}"},
       {"bench --seconds 0", 2, "--seconds"},
       {"bench --seconds soon", 2, "--seconds"},
       {"bench --prefill 0", 2, "--prefill"},
