@@ -169,6 +169,13 @@ TEST(HighContentionLoad, SixtyFourPriorityPoppersOnEtcdKeepAnExactHistory) {
 }
 
 TEST(HighContentionLoad, HundredTwentyPoppersOfLargeItemsOnMemoryKeepAnExactHistory) {
+#ifdef __SANITIZE_THREAD__
+  // 120 threads copying 10 MB batches took 14 minutes under ThreadSanitizer, most of the TSan
+  // configuration's time; the budget logic runs here in the release and ASan configurations, and
+  // the TSan configuration checks high-contention pops for races in high_contention_test and
+  // queue_concurrency_test.
+  GTEST_SKIP() << "too slow under ThreadSanitizer (runs in the release and ASan configurations)";
+#endif
   auto db = open("memory:");
   QueueOptions o = high_contention();
   // A request delivered an item but older than request_ttl gives the item back (docs/queues.md),
