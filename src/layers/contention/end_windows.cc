@@ -63,7 +63,8 @@ std::vector<KeyValue> read_two_parts(Transaction& tr, const std::string& begin,
                                      const std::optional<std::string>& bound, Side side, int limit,
                                      bool snapshot) {
   const bool back = side == Side::kBack;
-  if (!bound || *bound <= begin || *bound >= end) {
+  // (A limit of 0 means "no limit": the window alone would not do.)
+  if (!bound || limit <= 0 || *bound <= begin || *bound >= end) {
     return tr.get_range(begin, end, {.limit = limit, .reverse = back, .snapshot = snapshot});
   }
   std::vector<KeyValue> near =
