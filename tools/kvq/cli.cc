@@ -75,6 +75,12 @@ CLI::Validator DurationMs() {
       "DURATION");
 }
 
+void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::string& help) {
+  command->add_option("--delay", delay_ms, help)
+      ->transform(DurationMs())
+      ->check(CLI::NonNegativeNumber);
+}
+
 CLI::Validator DurationSeconds() {
   const std::map<std::string, double> units{{"ms", 0.001}, {"s", 1.0}, {"m", 60.0}};
   return CLI::AsNumberWithUnit(units, CLI::AsNumberWithUnit::CASE_SENSITIVE, "DURATION");

@@ -70,6 +70,8 @@ CLI::Validator Int64();
 CLI::Validator NonEmpty();
 // A duration with a unit (ms, s, m), converted to milliseconds: "500ms", "5s", "2m".
 CLI::Validator DurationMs();
+// Adds --delay to `command`: a duration >= 0 (DurationMs) into `delay_ms`, described by `help`.
+void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::string& help);
 // A duration in seconds with an optional unit (ms, s, m): "0.3", "300ms", "2s".
 CLI::Validator DurationSeconds();
 

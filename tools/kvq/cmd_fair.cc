@@ -37,9 +37,7 @@ void add_push(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& arg
   add_tenant(push, *args);
   push->add_option("value", args->values, "values to push; '-' reads one value from stdin")
       ->required();
-  push->add_option("--delay", args->delay_ms, "invisible for this long: 500ms, 10s, 1m")
-      ->transform(DurationMs())
-      ->check(CLI::NonNegativeNumber);
+  add_delay_option(push, args->delay_ms, "invisible for this long: 500ms, 10s, 1m");
   set_action(push, ctx, [&ctx, args] {
     const std::vector<std::string> values = read_values(args->values, stdin, "fair push");
     FairQueue fq = open_fair(ctx, *args);
@@ -79,9 +77,7 @@ void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairAr
 void add_ack_and_nack(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
   auto* ack = fair->add_subcommand("ack", "remove the leased item (lease_lost, exit 1, if gone)");
   auto* nack = fair->add_subcommand("nack", "give the leased item back, now or after --delay");
-  nack->add_option("--delay", args->delay_ms, "visible again after this long: 500ms, 5s, 1m")
-      ->transform(DurationMs())
-      ->check(CLI::NonNegativeNumber);
+  add_delay_option(nack, args->delay_ms, "visible again after this long: 500ms, 5s, 1m");
   for (CLI::App* command : {ack, nack}) {
     add_tenant(command, *args);
     command->add_option("token", args->token, "the lease token `take` printed")->required();

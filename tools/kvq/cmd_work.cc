@@ -109,9 +109,7 @@ void add_lease_commands(CLI::App* group, Context& ctx, std::function<Q()> open,
   });
   auto* nack = group->add_subcommand("nack", "give the leased item back, now or after --delay");
   add_token(nack, *args);
-  nack->add_option("--delay", args->delay_ms, "visible again after this long: 500ms, 5s, 1m")
-      ->transform(DurationMs())
-      ->check(CLI::NonNegativeNumber);
+  add_delay_option(nack, args->delay_ms, "visible again after this long: 500ms, 5s, 1m");
   nack->add_option("--reason", args->reason, "why (kept if the item goes to the dead letters)");
   set_action(nack, ctx, [open, args] {
     open().nack(Lease::from_text(args->token), std::chrono::milliseconds(args->delay_ms),
