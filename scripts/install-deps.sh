@@ -9,7 +9,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libcli11-dev nlohmann-json3-dev
+  libcli11-dev nlohmann-json3-dev gnuplot-nox
   clang-format clang-tidy clang libclang-rt-14-dev
   etcd-server etcd-client
   "$@"

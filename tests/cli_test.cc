@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -521,6 +522,22 @@ TEST_F(CliTest, BenchShortRunPrintsJson) {
     EXPECT_GT(row["ops"].template get<long>(), 0) << row.dump();
     EXPECT_GE(row["p99_us"].template get<double>(), row["p50_us"].template get<double>());
   }
+}
+
+TEST_F(CliTest, BenchPlotsOpsPerClientIntoAPng) {
+  const std::string png = temp_path("plot") + ".png";
+  CliRun r = run("bench --clients 1,2 --seconds 20ms --prefill 100 --kinds queue --plot " + png);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(png, std::ios::binary);
+  std::string magic(4, '\0');
+  in.read(magic.data(), 4);
+  EXPECT_EQ(magic, "\x89PNG");
+  std::filesystem::remove(png);
+  CliRun bad =
+      run("bench --clients 1 --seconds 20ms --prefill 100 --kinds queue --modes plain "
+          "--ops push --plot /nonexistent-dir/x.png");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("gnuplot failed"), std::string::npos) << bad.err;
 }
 
 TEST_F(CliTest, DurableDatabasePersistsAcrossCommands) {

@@ -17,6 +17,7 @@
 #include "kvq/kvq.h"
 #include "layers/item_store.h"
 #include "tools/kvq/commands.h"
+#include "tools/kvq/plot.h"
 
 namespace kvq::cli {
 namespace {
@@ -301,6 +302,24 @@ bool skipped(const BenchOptions& o, const std::string& op, const std::string& mo
          std::find(o.modes.begin(), o.modes.end(), "plain") != o.modes.end();
 }
 
+// One panel per op, one line per kind and mode (as the rows name them), in the order measured.
+void plot_rows(const BenchOptions& o, const std::vector<Row>& rows) {
+  std::vector<PlotPanel> panels;
+  for (const auto& op : o.ops) {
+    PlotPanel panel{op + " (" + o.url + ")", {}};
+    for (const Row& r : rows) {
+      if (r.op != op) continue;
+      const std::string title = r.kind + " " + r.mode;
+      auto line = std::find_if(panel.lines.begin(), panel.lines.end(),
+                               [&](const PlotLine& l) { return l.title == title; });
+      if (line == panel.lines.end()) line = panel.lines.insert(line, PlotLine{title, {}});
+      line->points.emplace_back(r.clients, r.ops_per_s);
+    }
+    panels.push_back(std::move(panel));
+  }
+  plot_png(o.plot, panels, "clients", "ops/s");
+}
+
 }  // namespace
 
 int run_bench(const BenchOptions& o) {
@@ -319,6 +338,7 @@ int run_bench(const BenchOptions& o) {
     }
   }
   if (o.json) print_json(o, rows);
+  if (!o.plot.empty()) plot_rows(o, rows);
   return kExitOk;
 }
 
@@ -362,6 +382,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
   bench->add_flag("--combine", o->combine,
                   "flat combining: threads of this process share push / pop transactions");
   bench->add_flag("--json", o->json, "print JSON instead of a table");
+  bench->add_option("--plot", o->plot, "also draw ops/s against clients into this PNG (gnuplot)");
   set_action(bench, ctx, [&ctx, o] {
     o->url = ctx.url_or_memory();
     return run_bench(*o);

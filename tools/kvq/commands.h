@@ -63,6 +63,7 @@ struct BenchOptions {
   int batch_size = 128;  // HighContentionOptions::batch_size
   bool combine = false;  // QueueOptions::combine (flat combining of one process's threads)
   bool json = false;
+  std::string plot;  // a PNG file to draw ops/s against clients into; empty: none
 };
 // Runs the contention benchmark; table (or JSON) on stdout. Returns the exit status.
 int run_bench(const BenchOptions& options);

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Regenerates every measurement behind the throughput targets (issue 12, docs/benchmarks.md), in
+# one run, and writes OUT/summary.md: each target, the ratio measured, met or missed. Raw results
+# stay beside it (OUT/*.json, OUT/*.txt) with plots (OUT/*.png). Run it on a quiet machine: the
+# load average before and after is recorded, and CPU us per operation is printed beside ops/s.
+#
+#   memory     kvq bench, Queue and PriorityQueue, plain and high-contention pops, 1 and 32
+#              clients, without and with flat combining; txn_bench set + commit at 1 and 8
+#   rocksdb    kvq bench pushes with sync on, 1 and 32 clients, without and with combining
+#   etcd       a 3-member etcd on loopback (Debian's etcd-server, temporary data directories,
+#              stopped by pid): etcd_bench raw Txn vs kvq pushes at 16, high-contention pops 1 vs 16
+#   depth      kvq bench --ops cycle with 10 and 100,000 items queued, on every engine
+#   fair       bench/fair_bench (FairQueue pops against Queue's)
+#   peers      scripts/bench-peers.sh (Redis, PostgreSQL; writes docs/peers.md and docs/peers.png)
+#
+# Usage: scripts/bench.sh [--seconds S] [--out DIR] [--build DIR] [--only "memory rocksdb ..."]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=2
+out=bench-results
+build=build
+parts="memory rocksdb etcd depth fair peers"
+usage="usage: scripts/bench.sh [--seconds S] [--out DIR] [--build DIR] [--only \"$parts\"]"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --seconds) seconds=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --only) parts=$2; shift 2 ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+done
+
+bash scripts/install-deps.sh jq
+[ -x "$build/kvq" ] && [ -x "$build/bench/etcd_bench" ] ||
+  bash scripts/build.sh "$build" -DKVQ_BUILD_BENCH=ON -DKVQ_WITH_ROCKSDB=ON -DKVQ_WITH_ETCD=ON
+kvq=$build/kvq
+mkdir -p "$out"
+work=$(mktemp -d /tmp/kvq-bench.XXXXXX)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+summary=$out/summary.md
+{
+  echo "# scripts/bench.sh, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "$(nproc) cores; load average before: $(cut -d' ' -f1-3 /proc/loadavg); $seconds s per point."
+  echo
+  echo "| target | measured | goal | verdict |"
+  echo "|---|---|---|---|"
+} >"$summary"
+
+# ops/s of the kvq bench row (kind, mode, op, clients) in a JSON file.
+rate() {
+  jq -r --arg k "$1" --arg m "$2" --arg o "$3" --argjson c "$4" \
+    '[.results[] | select(.kind == $k and .mode == $m and .op == $o and .clients == $c)]
+     | first.ops_per_s' "$5"
+}
+# A summary row: target name, measured ratio (numerator / denominator), goal, ≥ or ≤.
+verdict() {
+  local name=$1 num=$2 den=$3 goal=$4 cmp=${5:-ge}
+  local ratio
+  ratio=$(awk -v n="$num" -v d="$den" 'BEGIN { printf "%.2f", (d > 0 ? n / d : 0) }')
+  local met
+  met=$(awk -v r="$ratio" -v g="$goal" -v c="$cmp" \
+    'BEGIN { ok = (c == "ge" ? r >= g : r <= g); print ok ? "met" : "missed" }')
+  local sign=">="
+  [ "$cmp" = ge ] || sign="<="
+  echo "| $name | $ratio | $sign $goal | $met |" >>"$summary"
+}
+
+bench_json() {  # NAME [kvq arguments...]: kvq bench --json into OUT/NAME.json, plot beside it
+  local name=$1
+  shift
+  echo "=== $name: kvq $*" >&2
+  "$kvq" "$@" --seconds "$seconds" --json --plot "$out/$name.png" >"$out/$name.json"
+}
+
+run_memory() {
+  for combine in "" --combine; do
+    local name=memory${combine:+-combined} c=${combine:+"+c"}
+    bench_json "$name" bench --clients 1,32 $combine
+    for kind in queue pq; do
+      verdict "memory $kind hc pops 32/1${combine:+ (combined)}" \
+        "$(rate $kind "hc$c" pop 32 "$out/$name.json")" "$(rate $kind "hc$c" pop 1 "$out/$name.json")" 1.0
+    done
+    verdict "memory pushes 32/1${combine:+ (combined)}" \
+      "$(rate queue "plain$c" push 32 "$out/$name.json")" \
+      "$(rate queue "plain$c" push 1 "$out/$name.json")" 1.0
+    verdict "memory plain pops 32/1${combine:+ (combined)}" \
+      "$(rate queue "plain$c" pop 32 "$out/$name.json")" \
+      "$(rate queue "plain$c" pop 1 "$out/$name.json")" 0.5
+    local p99
+    p99=$(jq -r '[.results[] | select(.kind == "queue" and .op == "push" and .clients == 32)]
+                 | first.p99_us' "$out/$name.json")
+    verdict "memory push p99 at 32 clients, ms${combine:+ (combined)}" "$p99" 1000 2.0 le
+  done
+  "$build/bench/txn_bench" --json --threads=1,8 --no-reads --seconds="$seconds" >"$out/txn.json"
+  verdict "memory set + commit 8/1" \
+    "$(jq '[.results[] | select(.threads == 8)] | first.tx_per_s' "$out/txn.json")" \
+    "$(jq '[.results[] | select(.threads == 1)] | first.tx_per_s' "$out/txn.json")" 1.0
+}
+
+run_rocksdb() {
+  for combine in "" --combine; do
+    local name=rocksdb-sync${combine:+-combined} c=${combine:+"+c"}
+    rm -rf "$work/rocksdb"
+    bench_json "$name" --db "rocksdb:$work/rocksdb" bench --kinds queue --modes plain --ops push \
+      --clients 1,32 $combine
+    verdict "rocksdb (sync) pushes 32/1${combine:+ (combined)}" \
+      "$(rate queue "plain$c" push 32 "$out/$name.json")" \
+      "$(rate queue "plain$c" push 1 "$out/$name.json")" 20
+  done
+}
+
+# Starts a 3-member etcd on loopback ports from a random base; sets $etcd_endpoints.
+start_etcd_cluster() {
+  local base=$((20000 + RANDOM % 20000)) cluster="" i
+  for i in 0 1 2; do cluster+="${cluster:+,}m$i=http://127.0.0.1:$((base + 10 + i))"; done
+  etcd_endpoints=""
+  for i in 0 1 2; do
+    local client=$((base + i))
+    etcd --name "m$i" --data-dir "$work/etcd-m$i" \
+      --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+      --listen-peer-urls "http://127.0.0.1:$((base + 10 + i))" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$((base + 10 + i))" \
+      --initial-cluster "$cluster" --initial-cluster-token kvq-bench --initial-cluster-state new \
+      >"$work/etcd-m$i.log" 2>&1 &
+    pids+=($!)
+    etcd_endpoints+="${etcd_endpoints:+,}127.0.0.1:$client"
+  done
+  for _ in $(seq 100); do
+    ETCDCTL_API=3 etcdctl --endpoints "$etcd_endpoints" endpoint health >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  echo "bench.sh: the 3-member etcd did not become healthy; logs: $work/etcd-m*.log" >&2
+  tail -5 "$work"/etcd-m*.log >&2
+  exit 1
+}
+
+run_etcd() {
+  start_etcd_cluster
+  echo "=== etcd: etcd_bench on 3 members" >&2
+  "$build/bench/etcd_bench" --endpoints "$etcd_endpoints" --clients 1,16 --seconds "$seconds" \
+    --json >"$out/etcd3.json"
+  local er='[.results[] | select(.op == $o and .clients == 16)] | first.ops_per_s'
+  verdict "etcd (3 members) pushes / raw Txn, 16 clients" \
+    "$(jq --arg o pq_push "$er" "$out/etcd3.json")" "$(jq --arg o raw_txn "$er" "$out/etcd3.json")" 2
+  bench_json etcd3-hc --db "etcd://$etcd_endpoints" bench --kinds queue --modes hc --ops pop \
+    --clients 1,16 --prefill 20000
+  verdict "etcd (3 members) hc pops 16/1" \
+    "$(rate queue hc pop 16 "$out/etcd3-hc.json")" "$(rate queue hc pop 1 "$out/etcd3-hc.json")" 1.0
+  etcd_cluster_url="etcd://$etcd_endpoints"
+}
+
+run_depth() {
+  local urls="memory: rocksdb:$work/depth-rocksdb"
+  [ -n "${etcd_cluster_url:-}" ] && urls+=" $etcd_cluster_url"
+  for url in $urls; do
+    local engine=${url%%:*}
+    for depth in 10 100000; do
+      rm -rf "$work/depth-rocksdb"
+      bench_json "depth-$engine-$depth" --db "$url" bench --kinds queue,pq --modes plain \
+        --ops cycle --clients 1 --prefill "$depth"
+    done
+    for kind in queue pq; do
+      verdict "$engine $kind cycle at 100,000 queued / at 10 (time per op)" \
+        "$(rate $kind plain cycle 1 "$out/depth-$engine-10.json")" \
+        "$(rate $kind plain cycle 1 "$out/depth-$engine-100000.json")" 2.0 le
+    done
+  done
+}
+
+run_fair() {
+  echo "=== fair: fair_bench" >&2
+  "$build/bench/fair_bench" "$seconds" | tee "$out/fair.txt" >&2
+  # pops/s of a fair_bench row: structure, tenants, clients.
+  fair_rate() { awk -v s="$1" -v t="$2" -v c="$3" '$1 == s && $2 == t && $3 == c { print $4 }' \
+    "$out/fair.txt"; }
+  local tenants clients
+  for tenants in 1 10000; do
+    for clients in 1 32; do
+      verdict "FairQueue / Queue pops, $tenants tenants, $clients clients" \
+        "$(fair_rate fair "$tenants" "$clients")" "$(fair_rate queue 0 "$clients")" 0.7
+      verdict "FairQueue / Queue pops combined, $tenants tenants, $clients clients" \
+        "$(fair_rate fair-comb "$tenants" "$clients")" "$(fair_rate queue-comb 0 "$clients")" 0.7
+    done
+  done
+}
+
+run_peers() {
+  bash scripts/bench-peers.sh --seconds "$seconds" --build "$build" | tee "$out/peers.txt" >&2
+  echo "| peers: see docs/peers.md | | | read docs/peers.md |" >>"$summary"
+}
+
+for part in $parts; do
+  case $part in
+    memory | rocksdb | etcd | depth | fair | peers) "run_$part" ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+done
+{
+  echo
+  echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "Not scripted here: 4 processes x 8 threads popping one etcd queue (kvq bench runs threads"
+  echo "of one process)."
+} >>"$summary"
+cat "$summary"
