@@ -21,15 +21,21 @@ for fuzzer in build-fuzz/tests/fuzz/*_fuzz; do
   work=$(mktemp -d)
   cp -r "tests/fuzz/corpus/$name/." "$work/"
   echo "fuzz: $name (${limit[*]})"
+  status=0
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$fuzzer" "${limit[@]}" -max_len=4096 -print_final_stats=1 \
-    -artifact_prefix=build-fuzz/findings/"$name"- "$work" 2>&1 |
-    grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)' || true
-  status=${PIPESTATUS[0]}
-  rm -rf "$work"
-  if [ "$status" -ne 0 ]; then
-    echo "fuzz: $name FAILED (exit $status); inputs in build-fuzz/findings/" >&2
-    exit 1
+    -artifact_prefix=build-fuzz/findings/"$name"- "$work" >"$work.log" 2>&1 || status=$?
+  grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)' "$work.log" ||
+    true
+  executions=$(awk '/^stat::number_of_executed_units/ { print $2 }' "$work.log")
+  if [ -n "${KVQ_FIGURES_FILE:-}" ] && [ -n "$executions" ]; then
+    printf 'fuzz: executions, %s\t%s\n' "$name" "$executions" >>"$KVQ_FIGURES_FILE"
   fi
+  if [ "$status" -ne 0 ]; then
+    tail -40 "$work.log" >&2
+    echo "fuzz: $name FAILED (exit $status); inputs in build-fuzz/findings/" >&2
+  fi
+  rm -rf "$work" "$work.log"
+  [ "$status" -eq 0 ] || exit 1
 done
 echo "fuzz: every target ran clean"

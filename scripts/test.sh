@@ -18,8 +18,15 @@ stamp() { echo "=== [$(( $(date +%s) - start ))s] $*"; }
 
 bash scripts/install-deps.sh
 
+# The figures the tests record (docs/reliability.md), one file per build directory.
+figures() {
+  export KVQ_FIGURES_FILE=$PWD/$1/figures.tsv
+  mkdir -p "$1" && rm -f "$KVQ_FIGURES_FILE"
+}
+
 run_ctest() {
   local dir=$1
+  figures "$dir"
   ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 1200 --no-tests=error
 }
 
@@ -54,9 +61,12 @@ for config in $configs; do
       ;;
     fuzz)
       stamp "libFuzzer targets, 20 s each (scripts/fuzz.sh; the long run is not in CI)"
+      figures build-fuzz
       bash scripts/fuzz.sh --seconds 20
       ;;
     *) echo "unknown config $config" >&2; exit 2 ;;
   esac
 done
 stamp "all configurations passed: $configs"
+echo "Figures of this run (docs/reliability.md):"
+bash scripts/figures.sh build build-asan build-tsan build-fuzz

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvq/kvq.h"
+#include "support/figures.h"
 #include "support/layer_fixture.h"
 #include "support/test_values.h"
 #include "tools/kvq/history.h"
@@ -155,6 +156,7 @@ TEST_P(BatchTest, ConcurrentBatchPoppersGetEveryItemExactlyOnce) {
   std::vector<history::Pop> all_pops;
   for (auto& v : pops) all_pops.insert(all_pops.end(), v.begin(), v.end());
   auto r = history::check(all_pushes, all_pops);
+  testing::record_history(r);
   EXPECT_EQ(r.popped, per * batches);
   expect_ok(r);
   EXPECT_EQ(q.size(), 0);
@@ -202,6 +204,9 @@ TEST(BatchFaults, UnknownResultsNeitherDuplicateNorLoseBatches) {
     }
     EXPECT_EQ(q.size(), 0);
     EXPECT_EQ(pq.size(), 0);
+    testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
+                           4 * batches * per);
+    testing::record_faults(*db);
   }
 }
 

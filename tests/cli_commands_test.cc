@@ -14,6 +14,7 @@
 
 #include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
+#include "support/figures.h"
 #include "support/layer_engines.h"
 #include "tools/kvq/commands.h"
 
@@ -33,6 +34,10 @@ class CliPushTest : public ::testing::TestWithParam<testing::LayerEngine> {
     faulty_ = std::make_shared<engine::FaultInjectionEngine>(base->engine(), fo);
     db_ = std::make_shared<Database>(faulty_, "faulty-" + GetParam().name);
     base_ = base;
+  }
+
+  void TearDown() override {
+    if (db_) testing::record_faults(*db_);
   }
 
   // Pops until empty (pops are idempotent too, so faults stay on).

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "support/figures.h"
+
 namespace {
 
 struct CliRun {
@@ -280,6 +282,7 @@ TEST_F(CliTest, EveryBadCommandLineIsOneLineWithItsExitCodeAndWritesNothing) {
   if (TestDb::kDurable) {
     EXPECT_EQ(run(db.flag() + " dump").out, before) << "a bad command line wrote something";
   }
+  kvq::testing::record_figure("bad inputs: CLI command lines", std::ssize(bad_cases()));
   std::filesystem::remove(big);
   std::filesystem::remove(small);
 }

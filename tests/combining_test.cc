@@ -15,6 +15,7 @@
 #include "kvq/kvq.h"
 #include "support/engines.h"
 #include "support/etcd_cluster.h"
+#include "support/figures.h"
 #include "support/layer_fixture.h"
 #include "tools/kvq/history.h"
 
@@ -78,7 +79,10 @@ history::Result run_history(std::shared_ptr<Database> db, const Subspace& space,
   for (auto& t : threads) t.join();
   std::vector<std::string> left;
   while (auto v = priority ? pq.pop_min() : q.pop()) left.push_back(*v);
-  return history::check(flatten(pushes), flatten(pops), left);
+  history::Result r = history::check(flatten(pushes), flatten(pops), left);
+  testing::record_history(r);
+  testing::record_faults(*db);
+  return r;
 }
 
 class CombiningTest : public LayerTest {

@@ -15,6 +15,7 @@
 #include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
 #include "support/fair_fixture.h"
+#include "support/figures.h"
 #include "tools/kvq/history.h"
 
 namespace kvq {
@@ -92,6 +93,7 @@ void run_and_check_history(FairQueue& fq, int n) {
   std::int64_t popped = 0;
   for (const TenantHistory& h : by_tenant) {
     const history::Result r = history::check(h.pushes, h.pops, h.left);
+    testing::record_history(r);
     EXPECT_TRUE(r.ok) << r.violations << " violations";
     for (const auto& p : r.problems) ADD_FAILURE() << p;
     EXPECT_EQ(r.remaining, 0) << "the pops stopped while items were left";
@@ -169,7 +171,8 @@ TEST_P(FairQueueConcurrencyTest, UnknownCommitResultsNeitherDuplicateNorLoseItem
   faults.unknown_applied = 0.1;
   faults.seed = 11;
   auto faulty = std::make_shared<engine::FaultInjectionEngine>(db_->engine(), faults);
-  FairQueue fq(std::make_shared<Database>(faulty, "faulty"), space_);
+  const auto faulty_db = std::make_shared<Database>(faulty, "faulty");
+  FairQueue fq(faulty_db, space_);
   constexpr int kClients = 4;
   const int each = on_etcd() ? 30 : 150;
   std::mutex mu;
@@ -196,6 +199,9 @@ TEST_P(FairQueueConcurrencyTest, UnknownCommitResultsNeitherDuplicateNorLoseItem
   for (auto& t : threads) t.join();
   while (auto item = fq.pop()) got.insert(item->value);
   EXPECT_GT(faulty->injected_applied(), 0U) << "no applied-but-unknown commit was injected";
+  testing::record_faults(*faulty_db);
+  testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
+                         2 * kClients * each);
   EXPECT_EQ(got.size(), static_cast<std::size_t>(kClients * each));
   EXPECT_EQ(std::set<std::string>(got.begin(), got.end()).size(), got.size()) << "an item twice";
 }

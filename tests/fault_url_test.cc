@@ -12,6 +12,7 @@
 #include "kvq/kvq.h"
 #include "support/engines.h"
 #include "support/fault_urls.h"
+#include "support/figures.h"
 
 namespace kvq {
 namespace {
@@ -110,6 +111,9 @@ TEST(FaultUrl, QueueDeliversEveryItemOnceUnderUnknownResultsOnEveryEngine) {
     ASSERT_EQ(popped.size(), static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) EXPECT_EQ(popped[i], "item-" + std::to_string(i));
     EXPECT_GT(db->stats().retries, 0u) << "no fault was injected";
+    testing::record_faults(*db);
+    testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
+                           2 * n + 1);
   }
 }
 

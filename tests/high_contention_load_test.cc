@@ -19,6 +19,7 @@
 
 #include "kvq/kvq.h"
 #include "support/etcd_cluster.h"
+#include "support/figures.h"
 #include "support/layer_engines.h"
 #include "tools/kvq/history.h"
 
@@ -117,6 +118,7 @@ History run(Workload w) {
 
 void expect_exact(const History& h, int items) {
   auto r = history::check(h.pushes, h.pops);
+  testing::record_history(r);
   EXPECT_EQ(r.pushed, items);
   EXPECT_EQ(r.popped, items);
   EXPECT_TRUE(r.ok) << r.violations << " violations";

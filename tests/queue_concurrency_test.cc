@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvq/kvq.h"
+#include "support/figures.h"
 #include "support/layer_fixture.h"
 #include "tools/kvq/history.h"
 
@@ -84,6 +85,7 @@ TEST_P(ConcurrencyTest, QueueProducersAndConsumersLoseNothingAndKeepFifo) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(q.size(), 0);
   auto r = history::check(flatten(pushes), flatten(pops));
+  testing::record_history(r);
   EXPECT_EQ(r.popped, n);
   expect_ok(r);
 }
@@ -131,6 +133,7 @@ TEST_P(ConcurrencyTest, PriorityQueueMixedClientsLoseNothingAndKeepPriorityOrder
   }
   EXPECT_EQ(pq.size(), 0);
   auto r = history::check(flatten(pushes), flatten(pops));
+  testing::record_history(r);
   EXPECT_EQ(r.pushed, n);
   EXPECT_EQ(r.popped, n);
   expect_ok(r);
@@ -197,6 +200,7 @@ TEST_P(TimeoutTest, PoppersTimingOutUnderContentionLoseNothing) {
   std::vector<std::string> left;
   while (auto v = pq.pop_min()) left.push_back(*v);
   auto r = history::check(flatten(pushes), flatten(pops), left);
+  testing::record_history(r);
   EXPECT_EQ(r.popped + r.remaining, n);
   expect_ok(r);
   RecordProperty("timeouts", static_cast<int>(timeouts.load()));

@@ -12,6 +12,7 @@
 
 #include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
+#include "support/figures.h"
 #include "support/layer_engines.h"
 #include "tools/kvq/history.h"
 
@@ -89,6 +90,8 @@ TEST_P(FaultTest, RetriesAfterUnknownResultNeitherDuplicateNorLoseItems) {
   std::vector<history::Pop> all_pops;
   for (auto& v : pops) all_pops.insert(all_pops.end(), v.begin(), v.end());
   auto r = history::check(all_pushes, all_pops, left);
+  testing::record_history(r);
+  testing::record_faults(*db);
   EXPECT_TRUE(r.ok);
   for (const auto& p : r.problems) ADD_FAILURE() << p;
   EXPECT_EQ(r.popped + r.remaining, n);

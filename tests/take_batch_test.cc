@@ -17,6 +17,7 @@
 
 #include "kvq/kvq.h"
 #include "support/fault_urls.h"
+#include "support/figures.h"
 #include "support/layer_fixture.h"
 #include "support/test_values.h"
 #include "tools/kvq/history.h"
@@ -185,6 +186,7 @@ TEST_P(TakeBatchTest, ConcurrentTakeBatchesAndAcksGetEveryItemExactlyOnce) {
   std::vector<history::Pop> all;
   for (auto& v : pops) all.insert(all.end(), v.begin(), v.end());
   const history::Result r = history::check(pushes, all);
+  testing::record_history(r);
   EXPECT_EQ(r.popped, per * batches);
   EXPECT_TRUE(r.ok) << r.violations << " violations";
   for (const auto& p : r.problems) ADD_FAILURE() << p;
@@ -230,6 +232,9 @@ TEST(TakeBatchFaults, UnknownResultsNeitherLeaseTwiceNorLoseLeases) {
       }
     }
     EXPECT_GT(db->stats().retries, 0u) << "no fault was injected";
+    testing::record_faults(*db);
+    testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
+                           4 * n);
     EXPECT_EQ(acked, numbered(0, n)) << "FIFO, each once";
     std::sort(pq_acked.begin(), pq_acked.end());
     auto expected = numbered(0, n);

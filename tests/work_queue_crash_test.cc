@@ -15,6 +15,7 @@
 #include "kvq/kvq.h"
 #include "support/engines.h"
 #include "support/etcd_cluster.h"
+#include "support/figures.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -52,6 +53,7 @@ void kill_after(testing::Subprocess& p, std::chrono::milliseconds after) {
   ASSERT_EQ(p.read_line(30s), "ready");
   std::this_thread::sleep_for(after);
   p.kill(SIGKILL);
+  testing::record_figure("kills: client processes SIGKILLed mid-workload", 1);
   const int status = p.wait();
   ASSERT_TRUE(WIFSIGNALED(status)) << "the worker finished before it was killed: " << status;
 }
