@@ -40,6 +40,7 @@ TEST(FaultUrl, MalformedValuesThrowConnectionStringInvalidAndOpenNothing) {
     EXPECT_FALSE(std::filesystem::exists(dir)) << "a rejected URL created " << dir;
 #endif
   }
+  testing::record_figure("bad inputs: malformed fault URL values", std::ssize(bad));
 }
 
 // The outcome of each of `n` single-key commits, one thread, as a string of codes ('.' = ok).
