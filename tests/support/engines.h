@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kvq/database.h"
+#include "support/figures.h"
 
 namespace kvq::testing {
 
@@ -44,8 +45,10 @@ std::string pipeline_query(const EngineOptions& options);
 // recursively when the test process exits.
 std::string fresh_temp_dir(const std::string& prefix = "kvq-test");
 
-// The code of the kvq::Error that kvq::open(url) throws; unknown_error if it opens.
+// The code of the kvq::Error that kvq::open(url) throws; unknown_error if it opens. Counts the
+// URL as a bad input tried (tests/support/figures.h).
 inline ErrorCode open_error(const std::string& url) {
+  record_figure("bad inputs: URLs kvq::open refused", 1);
   try {
     kvq::open(url);
   } catch (const Error& e) {
