@@ -139,6 +139,14 @@ class FairQueue {
 
   // The dead letters of `tenant` (a Queue, as Queue::dead_letters()).
   Queue dead_letters(std::string_view tenant) const;
+  // Up to `limit` dead letters of `tenant` from their front with their history, without removing
+  // them (as Queue::peek_dead_letters).
+  std::vector<DeadLetter> peek_dead_letters(std::string_view tenant, int limit);
+  // Moves up to `n` (>= 0, else invalid_option_value) dead letters of `tenant` back to the back of
+  // its items, attempts reset, and files the tenant for its turns (as a push does), in
+  // transactions of up to 32; returns how many moved. Idempotent under commit_unknown_result.
+  // Throws invalid_argument for a bad tenant, and engine errors.
+  std::int64_t redrive(std::string_view tenant, std::int64_t n);
 
   // Ready items over all tenants. O(tenants ever pushed to): reads each tenant's size counter
   // (snapshot reads: conflicts with nothing).

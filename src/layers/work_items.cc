@@ -1,6 +1,7 @@
 #include "layers/work_items.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/bytes.h"
 #include "common/random.h"
@@ -22,6 +23,10 @@ int validated_max_attempts(const QueueOptions& options) {
     throw Error(ErrorCode::kInvalidOptionValue, "queue: max_attempts must be >= 0");
   }
   return options.max_attempts;
+}
+
+void check_redrive_count(std::int64_t n) {
+  if (n < 0) throw Error(ErrorCode::kInvalidOptionValue, "queue: redrive of a negative count");
 }
 
 std::int64_t positive_us(std::chrono::milliseconds vt) {
@@ -256,24 +261,35 @@ void WorkItems::push_delayed(std::string_view value, std::int64_t priority, std:
 
 // ---- dead letters, stats, clear -------------------------------------------------------------
 
-std::int64_t WorkItems::redrive(std::int64_t n) {
-  if (n < 0) throw Error(ErrorCode::kInvalidOptionValue, "queue: redrive of a negative count");
+std::int64_t WorkItems::redrive_in_batches(std::int64_t n,
+                                           const std::function<std::int64_t(int)>& move_batch) {
+  check_redrive_count(n);
   std::int64_t moved = 0;
   while (moved < n) {
     const int batch = static_cast<int>(std::min<std::int64_t>(n - moved, kRedriveBatch));
-    const std::int64_t done = run_marked(*db_, markers_, [&](Transaction& tr) {
-      std::vector<DeadLetter> letters = dead_.take_front(tr, batch);
-      for (const DeadLetter& d : letters) {
-        tr.set(fresh_item_key(tr, subspace_, items_, prioritized_, d.priority, new_item_random()),
-               d.value);
-      }
-      add(tr, items_.size_key, static_cast<std::int64_t>(letters.size()));
-      return static_cast<std::int64_t>(letters.size());
-    });
+    const std::int64_t done = move_batch(batch);
     moved += done;
     if (done < batch) break;
   }
   return moved;
+}
+
+std::int64_t WorkItems::redrive(std::int64_t n) {
+  return redrive_in_batches(n, [&](int batch) {
+    return run_marked(*db_, markers_, [&](Transaction& tr) { return redrive(tr, batch); });
+  });
+}
+
+std::int64_t WorkItems::redrive(Transaction& tr, std::int64_t n) {
+  check_redrive_count(n);
+  std::vector<DeadLetter> letters = dead_.take_front(
+      tr, static_cast<int>(std::min<std::int64_t>(n, std::numeric_limits<int>::max())));
+  for (const DeadLetter& d : letters) {
+    tr.set(fresh_item_key(tr, subspace_, items_, prioritized_, d.priority, new_item_random()),
+           d.value);
+  }
+  add(tr, items_.size_key, static_cast<std::int64_t>(letters.size()));
+  return static_cast<std::int64_t>(letters.size());
 }
 
 std::optional<std::chrono::milliseconds> WorkItems::front_age(Transaction& tr) {
