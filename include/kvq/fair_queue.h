@@ -148,11 +148,14 @@ class FairQueue {
   // Throws invalid_argument for a bad tenant, and engine errors.
   std::int64_t redrive(std::string_view tenant, std::int64_t n);
 
-  // Ready items over all tenants. O(tenants ever pushed to): reads each tenant's size counter
-  // (snapshot reads: conflicts with nothing).
+  // Ready items over all tenants: the sum of stats()' ready counts (as Queue::size, an item whose
+  // delay or lease ran out counts once a pop or take of its tenant moved it back). O(1): one
+  // snapshot read (conflicts with nothing) of a total that every change of a tenant's ready items
+  // adds to in the same transaction; with `tr`, the transaction's own changes included.
   std::int64_t size();
   std::int64_t size(Transaction& tr);
-  // Counts per tenant ever pushed to, in tenant order (snapshot reads), O(tenants).
+  // Counts per tenant ever pushed to, in tenant order (snapshot reads): O(tenants ever pushed
+  // to), as it lists each of them (a cleared queue has none).
   std::vector<FairTenantStats> stats();
   // Removes every item, lease, delayed item, dead letter and weight of every tenant.
   void clear();

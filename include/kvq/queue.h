@@ -38,7 +38,8 @@ namespace kvq {
 
 namespace detail {
 class ItemStore;
-}
+class FairState;
+}  // namespace detail
 
 // Options of the high-contention pop machinery, shared by Queue and PriorityQueue.
 struct HighContentionOptions {
@@ -240,6 +241,9 @@ class Queue {
   QueueStats stats(Transaction& tr);
 
  private:
+  friend class detail::FairState;  // a fair queue's tenants: Queues over their own ItemStore
+  Queue(QueueOptions options, std::shared_ptr<detail::ItemStore> store);
+
   QueueOptions options_;
   std::shared_ptr<detail::ItemStore> store_;
 };

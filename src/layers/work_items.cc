@@ -49,12 +49,12 @@ WallClock::time_point to_time(std::int64_t unix_us) {
 }  // namespace
 
 WorkItems::WorkItems(std::shared_ptr<Database> db, const Subspace& subspace,
-                     const QueueOptions& options, bool prioritized)
+                     const QueueOptions& options, bool prioritized, const std::string& total_key)
     : db_(std::move(db)),
       subspace_(subspace),
       prioritized_(prioritized),
       max_attempts_(validated_max_attempts(options)),
-      items_(item_range_of(subspace, prioritized)),
+      items_(item_range_of(subspace, prioritized, total_key)),
       keys_(subspace.subspace(Tuple().append("kvq"))),
       tag_(queue_tag(subspace, prioritized)),
       dead_(keys_.dead()),
@@ -111,7 +111,7 @@ void WorkItems::to_ready(Transaction& tr, const Timer& timer, const std::string&
                .substr(subspace_.key().size());
   }
   tr.set(item_key_with_attempts(subspace_, base, timer.attempts), value);
-  add(tr, items_.size_key, 1);
+  contention::add_size(tr, items_, 1);
 }
 
 // ---- leases ---------------------------------------------------------------------------------
@@ -288,7 +288,7 @@ std::int64_t WorkItems::redrive(Transaction& tr, std::int64_t n) {
     tr.set(fresh_item_key(tr, subspace_, items_, prioritized_, d.priority, new_item_random()),
            d.value);
   }
-  add(tr, items_.size_key, static_cast<std::int64_t>(letters.size()));
+  contention::add_size(tr, items_, static_cast<std::int64_t>(letters.size()));
   return static_cast<std::int64_t>(letters.size());
 }
 

@@ -36,8 +36,9 @@ class WorkItems {
   using Side = contention::Side;
   // The work keys of the queue stored under `subspace` (prioritized: a PriorityQueue). Throws
   // invalid_option_value for options.max_attempts < 0. Does no I/O.
+  // `total_key`: as ItemStore's (a second counter of the ready items; "" for none).
   WorkItems(std::shared_ptr<Database> db, const Subspace& subspace, const QueueOptions& options,
-            bool prioritized);
+            bool prioritized, const std::string& total_key = {});
 
   // Moves up to kReleasePerOp timers due now into the items (expired leases to their own key with
   // their attempts; due delayed items to a fresh key), or to the dead letters when an expired
