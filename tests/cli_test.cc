@@ -185,7 +185,7 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue stats extra", 2, "queue stats: unexpected argument 'extra'"},
       {"{db} queue dead-letters --limit 0", 2, "--limit"},
       {"{db} queue redrive", 2, "queue redrive: n is required"},
-      {"{db} queue redrive -1", 2, "redrive"},
+      {"{db} queue redrive -1", 2, "queue redrive: n: must be >= 0, not -1"},
       {"{db} queue redrive x", 2, "redrive"},
       // pq
       {"{db} pq take-min extra", 2, "pq take-min: unexpected argument 'extra'"},
@@ -227,6 +227,28 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} fair ack --tenant t 'bad!token'", 1, "invalid_lease_token (9008)"},
       {"{db} fair nack --tenant t --delay -1s TFVDSw", 2, "--delay"},
       {"{db} fair stats extra", 2, "fair stats: unexpected argument 'extra'"},
+      {"{db} fair extend TFVDSw", 2, "fair extend: --tenant is required"},
+      {"{db} fair extend --tenant t", 2, "fair extend: token is required"},
+      {"{db} fair extend --tenant t TFVDSw --vt 0s", 2, "--vt"},
+      {"{db} fair extend --tenant t TFVDSw --vt 5", 2, "--vt: Missing mandatory unit"},
+      {"{db} fair extend --tenant t 'bad!token'", 1, "invalid_lease_token (9008)"},
+      {"{db} fair dead-letters", 2, "fair dead-letters: --tenant is required"},
+      {"{db} fair dead-letters --tenant t --limit 0", 2, "--limit: must be >= 1, not 0"},
+      {"{db} fair dead-letters --tenant {big}", 1, "invalid_argument (9005): fair queue: tenant"},
+      {"{db} fair redrive 3", 2, "fair redrive: --tenant is required"},
+      {"{db} fair redrive --tenant t", 2, "fair redrive: n is required"},
+      {"{db} fair redrive --tenant t -1", 2, "n: must be >= 0, not -1"},
+      {"{db} fair redrive --tenant t x", 2, "n: 'x' is not an integer"},
+      {"{db} fair set-weight 2", 2, "fair set-weight: --tenant is required"},
+      {"{db} fair set-weight --tenant t", 2, "fair set-weight: weight is required"},
+      {"{db} fair set-weight --tenant t 0", 2, "weight: must be >= 1, not 0"},
+      {"{db} fair set-weight --tenant t -2", 2, "weight: must be >= 1, not -2"},
+      {"{db} fair set-weight --tenant t x", 2, "weight: 'x' is not an integer"},
+      {"{db} fair set-weight --tenant t 1.5", 2, "weight: '1.5' is not an integer"},
+      {"{db} fair set-weight --tenant t 9223372036854775808", 2, "out of the int64 range"},
+      {"{db} fair set-weight --tenant t 2 3", 2, "fair set-weight: unexpected argument '3'"},
+      {"{db} fair set-weight --tenant '' 2", 2, "--tenant: must not be empty"},
+      {"{db} fair set-weight --tenant {big} 2", 1, "invalid_argument (9005): fair queue: tenant"},
       // dump, demo, bench
       {"{db} dump extra", 2, "dump: unexpected argument 'extra'"},
       {"demo --clients 0", 2, "--clients: Value 0 not in range 2 to 1024"},
@@ -383,11 +405,44 @@ TEST_F(CliTest, FairCommandsServeTenantsInTurnAndPassLeasesBack) {
   EXPECT_EQ(run(f + "stats").out,
             "tenant\tready\tdelayed\tleased\tdead_letters\tweight\na\t1\t0\t0\t0\t1\n"
             "b\t0\t0\t1\t0\t1\n");
+  EXPECT_EQ(run(f + "extend --tenant a " + token + " --vt 1m").status, 1) << "b's token";
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  CliRun extend = run(f + "extend --tenant b " + token + " --vt 1m");
+  ASSERT_EQ(extend.status, 0) << extend.err;
+  EXPECT_NEAR(std::stoll(extend.out), now_ms + 60'000, 10'000) << extend.out;
   EXPECT_EQ(run(f + "ack --tenant a " + token).status, 1) << "a token of b's items";
   EXPECT_EQ(run(f + "ack --tenant b " + token).status, 0);
   EXPECT_EQ(run(f + "ack --tenant b " + token).status, 1);
+  EXPECT_EQ(run(f + "extend --tenant b " + token).status, 1) << "acked: lease_lost";
   EXPECT_EQ(run(f + "pop").out, "a\na2\n");
   EXPECT_EQ(run(f + "pop").status, 3);
+}
+
+// fair set-weight: the tenant's turns per round, shown by stats; dead-letters and redrive of one
+// tenant print what the library says (the CLI sets no max_attempts: none to list or move).
+TEST_F(CliTest, FairSetWeightDeadLettersAndRedriveActOnOneTenant) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
+  TestDb db;
+  const std::string f = db.flag() + " fair --name weights ";
+  ASSERT_EQ(run(f + "push --tenant a a1 a2 a3 a4").status, 0);
+  ASSERT_EQ(run(f + "push --tenant b b1 b2").status, 0);
+  CliRun set = run(f + "set-weight --tenant a 3");
+  ASSERT_EQ(set.status, 0) << set.err;
+  EXPECT_EQ(set.out, "");
+  auto stats = nlohmann::json::parse(run(f + "stats --json").out);
+  ASSERT_EQ(stats.size(), 2U);
+  EXPECT_EQ(stats[0]["weight"], 3);
+  EXPECT_EQ(stats[1]["weight"], 1);
+  std::string order;
+  for (int i = 0; i < 6; ++i) order += run(f + "pop").out.substr(0, 1);
+  EXPECT_EQ(order, "aaabab") << "a has 3 turns per round, b 1";
+  EXPECT_EQ(run(f + "dead-letters --tenant a").out, "");
+  EXPECT_EQ(run(f + "dead-letters --tenant a --json").out, "[]\n");
+  EXPECT_EQ(run(f + "redrive --tenant a 5").out, "0\n");
+  EXPECT_EQ(run(f + "set-weight --tenant a 1").status, 0);
+  EXPECT_EQ(nlohmann::json::parse(run(f + "stats --json").out)[0]["weight"], 1);
 }
 
 TEST_F(CliTest, KvqErrorsNameTheErrorOnce) {

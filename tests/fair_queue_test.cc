@@ -150,6 +150,36 @@ TEST_P(FairQueueTest, MaxAttemptsSendsToTheTenantsDeadLetters) {
   EXPECT_EQ(fq.dead_letters("t").pop(), "bad");
 }
 
+// A redriven tenant is filed again: after its dead letter it had left the ring (a take found it
+// empty), and only the redrive brings it back for its turns.
+TEST_P(FairQueueTest, RedriveMovesATenantsDeadLettersBackAndServesItAgain) {
+  FairQueueOptions o;
+  o.max_attempts = 1;
+  FairQueue fq = make(o);
+  fq.push("t", "bad");
+  fq.push("u", "other");
+  auto lease = fq.take(30s);
+  ASSERT_TRUE(lease);
+  fq.nack(*lease, 0ms, "broken");
+  EXPECT_EQ(fq.pop(), (FairItem{"u", "other"}));
+  EXPECT_EQ(fq.pop(), std::nullopt);
+  const std::vector<DeadLetter> letters = fq.peek_dead_letters("t", 10);
+  ASSERT_EQ(letters.size(), 1U);
+  EXPECT_EQ(letters[0].value, "bad");
+  EXPECT_EQ(letters[0].reason, "broken");
+  EXPECT_TRUE(fq.peek_dead_letters("u", 10).empty());
+  EXPECT_EQ(fq.redrive("u", 5), 0);
+  EXPECT_EQ(code_of([&] { fq.redrive("t", -1); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { fq.redrive("", 1); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(fq.redrive("t", 5), 1);
+  EXPECT_TRUE(fq.peek_dead_letters("t", 10).empty());
+  auto again = fq.take(30s);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->tenant, "t");
+  EXPECT_EQ(again->value, "bad");
+  EXPECT_EQ(again->attempt, 1);
+}
+
 TEST_P(FairQueueTest, LeaseLimitSkipsATenantUntilAnAck) {
   FairQueueOptions o;
   o.max_leased_per_tenant = 1;
@@ -203,6 +233,61 @@ TEST_P(FairQueueTest, StatsCountPerTenantAndClearRemovesEverything) {
   EXPECT_EQ(fq.size(), 0);
   EXPECT_TRUE(fq.stats().empty());
   EXPECT_EQ(fq.pop(), std::nullopt);
+}
+
+// size() is the ready items over all tenants, and so the sum of stats()' ready counts, after
+// pushes, batches, delayed pushes, pops, takes, acks, nacks, a dead letter, a redrive, a push and
+// a size in one transaction, and clear. Ring order: a, b, c as first pushed; served tenants go to
+// the back; a tenant found with nothing ready leaves the ring.
+TEST_P(FairQueueTest, SizeCountsReadyItemsOverAllTenantsAfterEveryKindOfOperation) {
+  FairQueueOptions o;
+  o.max_attempts = 2;
+  FairQueue fq = make(o);
+  const auto expect_size = [&](std::int64_t expected, const char* after) {
+    std::int64_t ready = 0;
+    for (const FairTenantStats& s : fq.stats()) ready += s.ready;
+    EXPECT_EQ(ready, expected) << "stats, after " << after;
+    EXPECT_EQ(fq.size(), expected) << "size, after " << after;
+  };
+  for (const char* v : {"a1", "a2", "a3"}) fq.push("a", v);
+  fq.push_batch("b", {"b1", "b2"});
+  fq.push("c", "c1");
+  PushOptions later;
+  later.delay = 1h;
+  fq.push("c", "c-later", later);
+  expect_size(6, "pushes");
+  for (const char* v : {"a1", "b1", "c1"}) EXPECT_EQ(fq.pop()->value, v);
+  expect_size(3, "pops");
+  auto a2 = fq.take(30s);
+  auto b2 = fq.take(30s);
+  auto a3 = fq.take(30s);  // c has only its delayed item: it leaves the ring
+  ASSERT_TRUE(a2 && b2 && a3);
+  EXPECT_EQ(a2->value + b2->value + a3->value, "a2b2a3");
+  expect_size(0, "takes");
+  fq.ack(*a2);
+  expect_size(0, "an ack");
+  fq.nack(*b2);
+  expect_size(1, "a nack");
+  auto b2_again = fq.take(30s);
+  ASSERT_TRUE(b2_again);
+  EXPECT_EQ(b2_again->attempt, 2);
+  expect_size(0, "a second take");
+  fq.nack(*b2_again, 0ms, "dead");
+  expect_size(0, "a nack to the dead letters");
+  EXPECT_EQ(fq.peek_dead_letters("b", 10).size(), 1U);
+  EXPECT_EQ(fq.redrive("b", 5), 1);
+  expect_size(1, "a redrive");
+  fq.nack(*a3, 1h);
+  expect_size(1, "a nack with a delay");
+  db_->run([&](Transaction& tr) {
+    fq.push(tr, "d", "d1");
+    EXPECT_EQ(fq.size(tr), 2) << "a push of the same transaction";
+  });
+  expect_size(2, "a push in the caller's transaction");
+  fq.clear();
+  expect_size(0, "clear");
+  fq.push("e", "e1");
+  expect_size(1, "a push after clear");
 }
 
 TEST_P(FairQueueTest, BadInputThrowsClearCodesAndChangesNothing) {

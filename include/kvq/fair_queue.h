@@ -139,12 +139,23 @@ class FairQueue {
 
   // The dead letters of `tenant` (a Queue, as Queue::dead_letters()).
   Queue dead_letters(std::string_view tenant) const;
+  // Up to `limit` dead letters of `tenant` from their front with their history, without removing
+  // them (as Queue::peek_dead_letters).
+  std::vector<DeadLetter> peek_dead_letters(std::string_view tenant, int limit);
+  // Moves up to `n` (>= 0, else invalid_option_value) dead letters of `tenant` back to the back of
+  // its items, attempts reset, and files the tenant for its turns (as a push does), in
+  // transactions of up to 32; returns how many moved. Idempotent under commit_unknown_result.
+  // Throws invalid_argument for a bad tenant, and engine errors.
+  std::int64_t redrive(std::string_view tenant, std::int64_t n);
 
-  // Ready items over all tenants. O(tenants ever pushed to): reads each tenant's size counter
-  // (snapshot reads: conflicts with nothing).
+  // Ready items over all tenants: the sum of stats()' ready counts (as Queue::size, an item whose
+  // delay or lease ran out counts once a pop or take of its tenant moved it back). O(1): one
+  // snapshot read (conflicts with nothing) of a total that every change of a tenant's ready items
+  // adds to in the same transaction; with `tr`, the transaction's own changes included.
   std::int64_t size();
   std::int64_t size(Transaction& tr);
-  // Counts per tenant ever pushed to, in tenant order (snapshot reads), O(tenants).
+  // Counts per tenant ever pushed to, in tenant order (snapshot reads): O(tenants ever pushed
+  // to), as it lists each of them (a cleared queue has none).
   std::vector<FairTenantStats> stats();
   // Removes every item, lease, delayed item, dead letter and weight of every tenant.
   void clear();

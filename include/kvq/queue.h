@@ -38,7 +38,8 @@ namespace kvq {
 
 namespace detail {
 class ItemStore;
-}
+class FairState;
+}  // namespace detail
 
 // Options of the high-contention pop machinery, shared by Queue and PriorityQueue.
 struct HighContentionOptions {
@@ -231,12 +232,18 @@ class Queue {
   // Moves up to `n` (>= 0) dead letters back to the back of this queue, attempts reset, in
   // transactions of up to 32; returns how many moved. Idempotent under commit_unknown_result.
   std::int64_t redrive(std::int64_t n);
+  // As redrive(n) inside the caller's transaction: all of the up to `n` move in it, so keep n
+  // within the engine's transaction limits (no marker: idempotency is the caller's).
+  std::int64_t redrive(Transaction& tr, std::int64_t n);
   // Ready, delayed, leased and dead-letter counts (O(1), counters kept in the same transactions)
   // and the age of the front item. Snapshot reads: conflicts with nothing.
   QueueStats stats();
   QueueStats stats(Transaction& tr);
 
  private:
+  friend class detail::FairState;  // a fair queue's tenants: Queues over their own ItemStore
+  Queue(QueueOptions options, std::shared_ptr<detail::ItemStore> store);
+
   QueueOptions options_;
   std::shared_ptr<detail::ItemStore> store_;
 };

@@ -68,7 +68,7 @@ void ItemStore::write_batch(Transaction& tr, std::span<const PushItem> items,
     if (fresh) it->second = next_position(tr, items[i].priority);
     tr.set(pack_item(items[i].priority, it->second++, randoms[i]), items[i].value);
   }
-  tr.atomic_add(items_.size_key, static_cast<std::int64_t>(items.size()));
+  contention::add_size(tr, items_, static_cast<std::int64_t>(items.size()));
   check_fits(tr, items.size());
 }
 
@@ -113,7 +113,7 @@ std::size_t ItemStore::consume_fitting(Transaction& tr, Side side, std::size_t n
   std::vector<KeyValue> rest = more > 0 ? end_items(tr, side, more) : std::vector<KeyValue>{};
   for (KeyValue& kv : rest) consume(kv);
   const std::size_t count = 1 + rest.size();
-  tr.atomic_add(items_.size_key, -static_cast<std::int64_t>(count));
+  contention::add_size(tr, items_, -static_cast<std::int64_t>(count));
   return count;
 }
 

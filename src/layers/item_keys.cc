@@ -29,14 +29,16 @@ Tuple unpack_item(const Subspace& subspace, std::string_view key, std::size_t mi
 
 }  // namespace
 
-contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized) {
+contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized,
+                                    const std::string& total_key) {
   const Subspace control = subspace.subspace(Tuple().append("kvq"));
   return {subspace.key() + '\x0c',
           subspace.key() + '\x1d',
           control.pack(Tuple().append("size")),
           subspace.key().size(),
           prioritized,
-          contention::make_end_hints()};
+          contention::make_end_hints(),
+          total_key};
 }
 
 std::int64_t now_us() {

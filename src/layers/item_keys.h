@@ -21,8 +21,10 @@ namespace kvq::detail {
 
 // The item range and size counter of a Queue / PriorityQueue (`prioritized`) stored under
 // `subspace`: the keys whose first tuple element is an integer (type codes 0x0c..0x1c; control keys
-// start with a string), with fresh hints for reads at its ends (contention/end_windows.h).
-contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized);
+// start with a string), with fresh hints for reads at its ends (contention/end_windows.h), and
+// `total_key` as its total_key ("" for none).
+contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized,
+                                    const std::string& total_key = {});
 
 // A new `random` part: push time + random bytes (file comment). Call it outside retry loops.
 std::string new_item_random();

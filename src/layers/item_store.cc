@@ -34,15 +34,15 @@ std::shared_ptr<Database> non_null(std::shared_ptr<Database> db) {
 }  // namespace
 
 ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options,
-                     bool prioritized)
+                     bool prioritized, const std::string& total_key)
     : db_(non_null(std::move(db))),
       subspace_(std::move(subspace)),
       control_(subspace_.subspace(Tuple().append("kvq"))),
       options_(validated(options)),
       prioritized_(prioritized),
-      items_(item_range_of(subspace_, prioritized)),
+      items_(item_range_of(subspace_, prioritized, total_key)),
       markers_(db_, control_, options_.marker_ttl),
-      work_(db_, subspace_, options_, prioritized) {
+      work_(db_, subspace_, options_, prioritized, total_key) {
   if (options_.high_contention) {
     staged_ = std::make_unique<contention::StagedPops>(db_, control_, items_, options_.contention);
   }
@@ -75,7 +75,7 @@ void ItemStore::check_value(std::string_view value) {
 void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t priority) {
   check_value(value);
   tr.set(item_key(tr, priority, new_item_random()), value);
-  tr.atomic_add(items_.size_key, std::int64_t{1});
+  contention::add_size(tr, items_, 1);
 }
 
 void ItemStore::push(std::string_view value, std::int64_t priority) {
@@ -85,7 +85,7 @@ void ItemStore::push(std::string_view value, std::int64_t priority) {
   if (combined_) return combined_->push(value, priority);
   run_marked([&](Transaction& tr) {
     tr.set(item_key(tr, priority, random), value);
-    tr.atomic_add(items_.size_key, std::int64_t{1});
+    contention::add_size(tr, items_, 1);
     return 0;
   });
 }
@@ -103,7 +103,7 @@ std::optional<std::string> ItemStore::pop_plain(Transaction& tr, Side side) {
   auto kv = end_item(tr, side, false);
   if (!kv) return std::nullopt;
   tr.clear(kv->key);
-  tr.atomic_add(items_.size_key, std::int64_t{-1});
+  contention::add_size(tr, items_, -1);
   return std::move(kv->value);
 }
 
@@ -120,6 +120,7 @@ std::int64_t ItemStore::size(Transaction& tr) {
 }
 
 void ItemStore::clear(Transaction& tr) {
+  if (!items_.total_key.empty()) tr.atomic_add(items_.total_key, -size(tr));
   tr.clear_range(items_.begin, items_.end);
   if (staged_) staged_->serve_all(tr);  // waiting pops get "empty"
   tr.set(items_.size_key, common::encode_le64(0));

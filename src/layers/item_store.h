@@ -47,9 +47,10 @@ class ItemStore {
 
   // `prioritized` selects the PriorityQueue layout (priority, count, random); otherwise the Queue
   // layout (index, random). Throws invalid_argument for a null db, invalid_option_value for bad
-  // options. Does no I/O.
-  ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options,
-            bool prioritized);
+  // options. Does no I/O. `total_key`: a counter that every change of the item count also goes
+  // to (contention::ItemRange::total_key); "" for none.
+  ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options, bool prioritized,
+            const std::string& total_key = {});
   ~ItemStore();
   ItemStore(const ItemStore&) = delete;
   ItemStore& operator=(const ItemStore&) = delete;

@@ -11,6 +11,9 @@ Queue::Queue(std::shared_ptr<Database> db, Subspace subspace, QueueOptions optio
       store_(std::make_shared<detail::ItemStore>(std::move(db), std::move(subspace), options,
                                                  /*prioritized=*/false)) {}
 
+Queue::Queue(QueueOptions options, std::shared_ptr<detail::ItemStore> store)
+    : options_(options), store_(std::move(store)) {}
+
 void Queue::push(std::string_view value) { store_->push(value, 0); }
 void Queue::push(Transaction& tr, std::string_view value) { store_->push(tr, value, 0); }
 

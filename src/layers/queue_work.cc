@@ -71,6 +71,9 @@ std::vector<DeadLetter> Queue::peek_dead_letters(int limit) {
 }
 
 std::int64_t Queue::redrive(std::int64_t n) { return store_->work().redrive(n); }
+std::int64_t Queue::redrive(Transaction& tr, std::int64_t n) {
+  return store_->work().redrive(tr, n);
+}
 
 QueueStats Queue::stats() {
   return store_->db().run([&](Transaction& tr) { return store_->work().stats(tr); });

@@ -1,6 +1,7 @@
 #include "layers/work_items.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/bytes.h"
 #include "common/random.h"
@@ -24,6 +25,10 @@ int validated_max_attempts(const QueueOptions& options) {
   return options.max_attempts;
 }
 
+void check_redrive_count(std::int64_t n) {
+  if (n < 0) throw Error(ErrorCode::kInvalidOptionValue, "queue: redrive of a negative count");
+}
+
 std::int64_t positive_us(std::chrono::milliseconds vt) {
   if (vt.count() <= 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "queue: the visibility timeout must be > 0");
@@ -44,12 +49,12 @@ WallClock::time_point to_time(std::int64_t unix_us) {
 }  // namespace
 
 WorkItems::WorkItems(std::shared_ptr<Database> db, const Subspace& subspace,
-                     const QueueOptions& options, bool prioritized)
+                     const QueueOptions& options, bool prioritized, const std::string& total_key)
     : db_(std::move(db)),
       subspace_(subspace),
       prioritized_(prioritized),
       max_attempts_(validated_max_attempts(options)),
-      items_(item_range_of(subspace, prioritized)),
+      items_(item_range_of(subspace, prioritized, total_key)),
       keys_(subspace.subspace(Tuple().append("kvq"))),
       tag_(queue_tag(subspace, prioritized)),
       dead_(keys_.dead()),
@@ -106,7 +111,7 @@ void WorkItems::to_ready(Transaction& tr, const Timer& timer, const std::string&
                .substr(subspace_.key().size());
   }
   tr.set(item_key_with_attempts(subspace_, base, timer.attempts), value);
-  add(tr, items_.size_key, 1);
+  contention::add_size(tr, items_, 1);
 }
 
 // ---- leases ---------------------------------------------------------------------------------
@@ -256,24 +261,35 @@ void WorkItems::push_delayed(std::string_view value, std::int64_t priority, std:
 
 // ---- dead letters, stats, clear -------------------------------------------------------------
 
-std::int64_t WorkItems::redrive(std::int64_t n) {
-  if (n < 0) throw Error(ErrorCode::kInvalidOptionValue, "queue: redrive of a negative count");
+std::int64_t WorkItems::redrive_in_batches(std::int64_t n,
+                                           const std::function<std::int64_t(int)>& move_batch) {
+  check_redrive_count(n);
   std::int64_t moved = 0;
   while (moved < n) {
     const int batch = static_cast<int>(std::min<std::int64_t>(n - moved, kRedriveBatch));
-    const std::int64_t done = run_marked(*db_, markers_, [&](Transaction& tr) {
-      std::vector<DeadLetter> letters = dead_.take_front(tr, batch);
-      for (const DeadLetter& d : letters) {
-        tr.set(fresh_item_key(tr, subspace_, items_, prioritized_, d.priority, new_item_random()),
-               d.value);
-      }
-      add(tr, items_.size_key, static_cast<std::int64_t>(letters.size()));
-      return static_cast<std::int64_t>(letters.size());
-    });
+    const std::int64_t done = move_batch(batch);
     moved += done;
     if (done < batch) break;
   }
   return moved;
+}
+
+std::int64_t WorkItems::redrive(std::int64_t n) {
+  return redrive_in_batches(n, [&](int batch) {
+    return run_marked(*db_, markers_, [&](Transaction& tr) { return redrive(tr, batch); });
+  });
+}
+
+std::int64_t WorkItems::redrive(Transaction& tr, std::int64_t n) {
+  check_redrive_count(n);
+  std::vector<DeadLetter> letters = dead_.take_front(
+      tr, static_cast<int>(std::min<std::int64_t>(n, std::numeric_limits<int>::max())));
+  for (const DeadLetter& d : letters) {
+    tr.set(fresh_item_key(tr, subspace_, items_, prioritized_, d.priority, new_item_random()),
+           d.value);
+  }
+  contention::add_size(tr, items_, static_cast<std::int64_t>(letters.size()));
+  return static_cast<std::int64_t>(letters.size());
 }
 
 std::optional<std::chrono::milliseconds> WorkItems::front_age(Transaction& tr) {

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,8 +36,9 @@ class WorkItems {
   using Side = contention::Side;
   // The work keys of the queue stored under `subspace` (prioritized: a PriorityQueue). Throws
   // invalid_option_value for options.max_attempts < 0. Does no I/O.
+  // `total_key`: as ItemStore's (a second counter of the ready items; "" for none).
   WorkItems(std::shared_ptr<Database> db, const Subspace& subspace, const QueueOptions& options,
-            bool prioritized);
+            bool prioritized, const std::string& total_key = {});
 
   // Moves up to kReleasePerOp timers due now into the items (expired leases to their own key with
   // their attempts; due delayed items to a fresh key), or to the dead letters when an expired
@@ -74,6 +76,12 @@ class WorkItems {
   // Moves up to `n` dead letters back (Queue: to the back; PriorityQueue: to their priority),
   // with their attempts reset; returns how many moved. Batches of kRedriveBatch per transaction.
   std::int64_t redrive(std::int64_t n);
+  // As redrive(n), all in `tr`. Throws invalid_option_value for n < 0.
+  std::int64_t redrive(Transaction& tr, std::int64_t n);
+  // Runs move_batch(size) for batches of up to kRedriveBatch until `n` (>= 0, else
+  // invalid_option_value) moved or a batch moved fewer than its size; returns how many moved.
+  static std::int64_t redrive_in_batches(std::int64_t n,
+                                         const std::function<std::int64_t(int)>& move_batch);
   std::vector<DeadLetter> peek_dead_letters(Transaction& tr, int n) { return dead_.peek(tr, n); }
   QueueStats stats(Transaction& tr);
   // Removes every lease and delayed item (Queue::clear).

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 namespace kvq::cli {
 
@@ -47,17 +48,37 @@ void set_action(CLI::App* command, Context& ctx, std::function<int()> fn) {
   command->callback([&ctx, fn = std::move(fn)] { ctx.action = fn; });
 }
 
+namespace {
+
+// Why `s` is not a decimal int64 ("" if it is one, stored in `v`).
+std::string parse_int64(const std::string& s, std::int64_t& v) {
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (ec == std::errc::result_out_of_range) return "'" + s + "' is out of the int64 range";
+  if (ec != std::errc() || ptr != end) return "'" + s + "' is not an integer";
+  return {};
+}
+
+}  // namespace
+
 CLI::Validator Int64() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         std::int64_t v = 0;
-        const char* end = s.data() + s.size();
-        auto [ptr, ec] = std::from_chars(s.data(), end, v);
-        if (ec == std::errc::result_out_of_range) return "'" + s + "' is out of the int64 range";
-        if (ec != std::errc() || ptr != end) return "'" + s + "' is not an integer";
-        return {};
+        return parse_int64(s, v);
       },
       "INT64");
+}
+
+CLI::Validator AtLeast(std::int64_t min) {
+  return CLI::Validator(
+      [min](std::string& s) -> std::string {
+        std::int64_t v = 0;
+        std::string error = parse_int64(s, v);
+        if (error.empty() && v < min) error = "must be >= " + std::to_string(min) + ", not " + s;
+        return error;
+      },
+      ">=" + std::to_string(min));
 }
 
 CLI::Validator NonEmpty() {
@@ -79,6 +100,17 @@ void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::stri
   command->add_option("--delay", delay_ms, help)
       ->transform(DurationMs())
       ->check(CLI::NonNegativeNumber);
+}
+
+void add_vt_option(CLI::App* command, std::int64_t& vt_ms, const std::string& help) {
+  command->add_option("--vt", vt_ms, help)
+      ->transform(DurationMs())
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+void add_token_arg(CLI::App* command, std::string& token) {
+  command->add_option("token", token, "the lease token `take` printed")->required();
 }
 
 CLI::Validator DurationSeconds() {
@@ -181,6 +213,33 @@ int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
   }
   if (values.empty()) return print_value(std::nullopt, flags.raw, what);
   for (const auto& v : values) print_value(v, flags.raw, what);
+  return kExitOk;
+}
+
+std::string json_line(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::int64_t unix_ms(WallClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+int print_dead_letters(const std::vector<DeadLetter>& letters, bool json) {
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const DeadLetter& d : letters) {
+      j.push_back({{"value", d.value},
+                   {"attempts", d.attempts},
+                   {"priority", d.priority},
+                   {"reason", d.reason}});
+    }
+    std::cout << json_line(j) << "\n";
+    return kExitOk;
+  }
+  for (const DeadLetter& d : letters) {
+    std::cout << d.attempts << "\t" << d.priority << "\t" << escape(d.reason) << "\t"
+              << escape(d.value) << "\n";
+  }
   return kExitOk;
 }
 

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -68,10 +69,16 @@ void set_action(CLI::App* command, Context& ctx, std::function<int()> fn);
 // Validators. Int64(): a decimal int64 (no overflow, no trailing text). NonEmpty(): not "".
 CLI::Validator Int64();
 CLI::Validator NonEmpty();
+// A decimal int64 >= `min` (messages as Int64(), or "must be >= min, not S").
+CLI::Validator AtLeast(std::int64_t min);
 // A duration with a unit (ms, s, m), converted to milliseconds: "500ms", "5s", "2m".
 CLI::Validator DurationMs();
 // Adds --delay to `command`: a duration >= 0 (DurationMs) into `delay_ms`, described by `help`.
 void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::string& help);
+// Adds --vt to `command`: a duration > 0 (DurationMs) into `vt_ms`, its default shown.
+void add_vt_option(CLI::App* command, std::int64_t& vt_ms, const std::string& help);
+// Adds the positional `token` (required): a lease token as `take` printed it.
+void add_token_arg(CLI::App* command, std::string& token);
 // A duration in seconds with an optional unit (ms, s, m): "0.3", "300ms", "2s".
 CLI::Validator DurationSeconds();
 
@@ -104,6 +111,14 @@ void add_pop_flags(CLI::App* pop, PopFlags& flags);
 // the first value is waited for (pop_wait) and up to count - 1 more follow in one pop batch;
 // without, up to count values in one pop batch (count 1: a single pop, with --timeout if given).
 int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what);
+
+// `j` as one line of JSON (invalid UTF-8 replaced), as every --json prints it.
+std::string json_line(const nlohmann::json& j);
+// Milliseconds since the Unix epoch of `t` (how deadlines print).
+std::int64_t unix_ms(WallClock::time_point t);
+// Prints dead letters one a line (attempts, priority, reason, value; tab-separated, escaped) or,
+// with `json`, as one JSON array; returns kExitOk.
+int print_dead_letters(const std::vector<DeadLetter>& letters, bool json);
 
 // `s` with bytes outside printable ASCII as \xNN and backslash as \\ (one line, for dump).
 std::string escape(const std::string& s);

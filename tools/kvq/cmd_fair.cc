@@ -1,5 +1,6 @@
 // `kvq fair ...`: a fair queue across tenants at subspace ("F", NAME) (kvq/fair_queue.h;
-// docs/queues.md, "Fair queues"): push, pop, take, ack, nack, stats.
+// docs/queues.md, "Fair queues"): push, pop, take, stats, set-weight here; ack, nack, extend,
+// dead-letters and redrive of one tenant (--tenant) are the work-queue commands (cmd_work.cc).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -18,7 +19,7 @@ struct FairArgs {
   std::int64_t delay_ms = 0;
   std::int64_t vt_ms = 30'000;
   int max_leased = 0;
-  std::string token;
+  std::int64_t weight = 1;
   bool json = false;
 };
 
@@ -61,10 +62,7 @@ void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairAr
   set_action(pop, ctx, [&ctx, args] { return print_item(open_fair(ctx, *args).pop()); });
   auto* take = fair->add_subcommand(
       "take", "lease the next item in fair order; print the token, the tenant, then the value");
-  take->add_option("--vt", args->vt_ms, "visibility timeout: 500ms, 30s, 5m")
-      ->transform(DurationMs())
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_vt_option(take, args->vt_ms, "visibility timeout: 500ms, 30s, 5m");
   take->add_option("--max-leased", args->max_leased, "at most this many leased per tenant (0: any)")
       ->check(CLI::NonNegativeNumber);
   set_action(take, ctx, [&ctx, args] {
@@ -74,25 +72,20 @@ void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairAr
   });
 }
 
-void add_ack_and_nack(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
-  auto* ack = fair->add_subcommand("ack", "remove the leased item (lease_lost, exit 1, if gone)");
-  auto* nack = fair->add_subcommand("nack", "give the leased item back, now or after --delay");
-  add_delay_option(nack, args->delay_ms, "visible again after this long: 500ms, 5s, 1m");
-  for (CLI::App* command : {ack, nack}) {
-    add_tenant(command, *args);
-    command->add_option("token", args->token, "the lease token `take` printed")->required();
-  }
-  const auto lease = [args] {
-    Lease l = Lease::from_text(args->token);
-    l.tenant = args->tenant;
-    return l;
-  };
-  set_action(ack, ctx, [&ctx, args, lease] {
-    open_fair(ctx, *args).ack(lease());
-    return kExitOk;
-  });
-  set_action(nack, ctx, [&ctx, args, lease] {
-    open_fair(ctx, *args).nack(lease(), std::chrono::milliseconds(args->delay_ms));
+void add_work_commands(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
+  const auto open = [&ctx, args] { return FairTenant(open_fair(ctx, *args), args->tenant); };
+  for (CLI::App* command : add_fair_work_commands(fair, ctx, open)) add_tenant(command, *args);
+}
+
+void add_set_weight(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
+  auto* command = fair->add_subcommand(
+      "set-weight", "give TENANT WEIGHT turns per round from its next turn on (default 1)");
+  add_tenant(command, *args);
+  command->add_option("weight", args->weight, "turns per round (int64 >= 1)")
+      ->required()
+      ->check(AtLeast(1));
+  set_action(command, ctx, [&ctx, args] {
+    open_fair(ctx, *args).set_weight(args->tenant, args->weight);
     return kExitOk;
   });
 }
@@ -108,7 +101,7 @@ int print_fair_stats(const std::vector<FairTenantStats>& stats, bool json) {
                    {"dead_letters", s.dead_letters},
                    {"weight", s.weight}});
     }
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << json_line(j) << "\n";
     return kExitOk;
   }
   std::cout << "tenant\tready\tdelayed\tleased\tdead_letters\tweight\n";
@@ -138,8 +131,33 @@ void add_fair_commands(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   add_push(fair, ctx, args);
   add_pop_and_take(fair, ctx, args);
-  add_ack_and_nack(fair, ctx, args);
+  add_work_commands(fair, ctx, args);
+  add_set_weight(fair, ctx, args);
   add_stats(fair, ctx, args);
 }
+
+Lease FairTenant::ours(const Lease& lease) const {
+  Lease l = lease;
+  l.tenant = tenant_;
+  return l;
+}
+
+void FairTenant::ack(const Lease& lease) { fair_.ack(ours(lease)); }
+
+void FairTenant::nack(const Lease& lease, std::chrono::milliseconds delay,
+                      std::string_view reason) {
+  fair_.nack(ours(lease), delay, reason);
+}
+
+WallClock::time_point FairTenant::extend(const Lease& lease,
+                                         std::chrono::milliseconds visibility_timeout) {
+  return fair_.extend(ours(lease), visibility_timeout);
+}
+
+std::vector<DeadLetter> FairTenant::peek_dead_letters(int limit) {
+  return fair_.peek_dead_letters(tenant_, limit);
+}
+
+std::int64_t FairTenant::redrive(std::int64_t n) { return fair_.redrive(tenant_, n); }
 
 }  // namespace kvq::cli

@@ -1,6 +1,7 @@
 // The work-queue commands of `kvq queue` and `kvq pq` (kvq/lease.h; docs/queues.md, "Work
 // queues"): take (pq: take-min, take-max; --count N leases in one transaction, --wait DUR blocks
-// until one is ready), ack, nack, extend, stats, dead-letters, redrive. Lease tokens print as
+// until one is ready), ack, nack, extend, stats, dead-letters, redrive; and of `kvq fair` (for
+// one tenant): ack, nack, extend, dead-letters, redrive. Lease tokens print as
 // base64url text ([A-Za-z0-9_-]), which a shell passes back unchanged.
 #include <chrono>
 #include <functional>
@@ -28,22 +29,14 @@ struct WorkArgs {
   bool raw = false;
 };
 
-std::string dump(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::int64_t unix_ms(WallClock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
 int print_lease(const std::optional<Lease>& lease, const WorkArgs& args, const std::string& what) {
   if (!lease) return print_value(std::nullopt, args.raw, what);
   if (args.json) {
-    std::cout << dump({{"token", lease->token_text()},
-                       {"attempt", lease->attempt},
-                       {"deadline_ms", unix_ms(lease->deadline)},
-                       {"priority", lease->priority},
-                       {"value", lease->value}})
+    std::cout << json_line({{"token", lease->token_text()},
+                            {"attempt", lease->attempt},
+                            {"deadline_ms", unix_ms(lease->deadline)},
+                            {"priority", lease->priority},
+                            {"value", lease->value}})
               << "\n";
     return kExitOk;
   }
@@ -51,25 +44,14 @@ int print_lease(const std::optional<Lease>& lease, const WorkArgs& args, const s
   return print_value(lease->value, args.raw, what);
 }
 
-void add_vt(CLI::App* command, WorkArgs& args, const char* help) {
-  command->add_option("--vt", args.vt_ms, help)
-      ->transform(DurationMs())
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-}
-
-void add_token(CLI::App* command, WorkArgs& args) {
-  command->add_option("token", args.token, "the lease token `take` printed")->required();
-}
-
 int print_stats(const QueueStats& s, bool json) {
   const std::int64_t age = s.oldest_ready_age ? s.oldest_ready_age->count() : -1;
   if (json) {
-    std::cout << dump({{"ready", s.ready},
-                       {"delayed", s.delayed},
-                       {"leased", s.leased},
-                       {"dead_letters", s.dead_letters},
-                       {"oldest_ready_age_ms", age}})
+    std::cout << json_line({{"ready", s.ready},
+                            {"delayed", s.delayed},
+                            {"leased", s.leased},
+                            {"dead_letters", s.dead_letters},
+                            {"oldest_ready_age_ms", age}})
               << "\n";
   } else {
     std::cout << "ready " << s.ready << "\ndelayed " << s.delayed << "\nleased " << s.leased
@@ -78,37 +60,18 @@ int print_stats(const QueueStats& s, bool json) {
   return kExitOk;
 }
 
-int print_dead_letters(const std::vector<DeadLetter>& letters, bool json) {
-  if (json) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const DeadLetter& d : letters) {
-      j.push_back({{"value", d.value},
-                   {"attempts", d.attempts},
-                   {"priority", d.priority},
-                   {"reason", d.reason}});
-    }
-    std::cout << dump(j) << "\n";
-    return kExitOk;
-  }
-  for (const DeadLetter& d : letters) {
-    std::cout << d.attempts << "\t" << d.priority << "\t" << escape(d.reason) << "\t"
-              << escape(d.value) << "\n";
-  }
-  return kExitOk;
-}
-
-// ack, nack, extend: the same on Queue and PriorityQueue.
+// ack, nack, extend: the same on Queue, PriorityQueue and a fair queue's tenant; returns them.
 template <typename Q>
-void add_lease_commands(CLI::App* group, Context& ctx, std::function<Q()> open,
-                        std::shared_ptr<WorkArgs> args) {
+std::vector<CLI::App*> add_lease_commands(CLI::App* group, Context& ctx, std::function<Q()> open,
+                                          std::shared_ptr<WorkArgs> args) {
   auto* ack = group->add_subcommand("ack", "remove the leased item (lease_lost, exit 1, if gone)");
-  add_token(ack, *args);
+  add_token_arg(ack, args->token);
   set_action(ack, ctx, [open, args] {
     open().ack(Lease::from_text(args->token));
     return kExitOk;
   });
   auto* nack = group->add_subcommand("nack", "give the leased item back, now or after --delay");
-  add_token(nack, *args);
+  add_token_arg(nack, args->token);
   add_delay_option(nack, args->delay_ms, "visible again after this long: 500ms, 5s, 1m");
   nack->add_option("--reason", args->reason, "why (kept if the item goes to the dead letters)");
   set_action(nack, ctx, [open, args] {
@@ -118,37 +81,46 @@ void add_lease_commands(CLI::App* group, Context& ctx, std::function<Q()> open,
   });
   auto* extend =
       group->add_subcommand("extend", "renew a lease; prints the new deadline (unix ms)");
-  add_token(extend, *args);
-  add_vt(extend, *args, "the lease now runs out this long from now");
+  add_token_arg(extend, args->token);
+  add_vt_option(extend, args->vt_ms, "the lease now runs out this long from now");
   set_action(extend, ctx, [open, args] {
     std::cout << unix_ms(open().extend(Lease::from_text(args->token),
                                        std::chrono::milliseconds(args->vt_ms)))
               << "\n";
     return kExitOk;
   });
+  return {ack, nack, extend};
 }
 
-// stats, dead-letters, redrive: the same on Queue and PriorityQueue.
+// stats: the same on Queue and PriorityQueue.
 template <typename Q>
-void add_state_commands(CLI::App* group, Context& ctx, std::function<Q()> open,
-                        std::shared_ptr<WorkArgs> args) {
+void add_stats_command(CLI::App* group, Context& ctx, std::function<Q()> open,
+                       std::shared_ptr<WorkArgs> args) {
   auto* stats = group->add_subcommand("stats", "ready, delayed, leased, dead-letter counts");
   stats->add_flag("--json", args->json, "print JSON");
   set_action(stats, ctx, [open, args] { return print_stats(open().stats(), args->json); });
+}
+
+// dead-letters, redrive: the same on Queue, PriorityQueue and a fair queue's tenant; returns them.
+template <typename Q>
+std::vector<CLI::App*> add_dead_letter_commands(CLI::App* group, Context& ctx,
+                                                std::function<Q()> open,
+                                                std::shared_ptr<WorkArgs> args) {
   auto* dead = group->add_subcommand(
       "dead-letters", "list dead letters: attempts, priority, reason, value (tab-separated)");
-  dead->add_option("--limit", args->limit, "at most this many")->check(CLI::PositiveNumber);
+  dead->add_option("--limit", args->limit, "at most this many")->check(AtLeast(1));
   dead->add_flag("--json", args->json, "print JSON");
   set_action(dead, ctx, [open, args] {
     return print_dead_letters(open().peek_dead_letters(args->limit), args->json);
   });
   auto* redrive =
       group->add_subcommand("redrive", "move up to N dead letters back; prints how many");
-  redrive->add_option("n", args->count, "how many")->required()->check(CLI::NonNegativeNumber);
+  redrive->add_option("n", args->count, "how many")->required()->check(AtLeast(0));
   set_action(redrive, ctx, [open, args] {
     std::cout << open().redrive(args->count) << "\n";
     return kExitOk;
   });
+  return {dead, redrive};
 }
 
 // The batch and blocking forms of one take command (Queue::take; pq: its min or max side).
@@ -181,7 +153,7 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
               const std::string& what) {
   auto* command = group->add_subcommand(
       name, "lease the next item: print its token, then the value (exit 3 if none is ready)");
-  add_vt(command, *args, "visibility timeout: 500ms, 30s, 5m");
+  add_vt_option(command, args->vt_ms, "visibility timeout: 500ms, 30s, 5m");
   command->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
   command->add_flag("--json", args->json, "print JSON (token, attempt, deadline_ms, value)");
   command
@@ -211,7 +183,8 @@ void add_queue_work_commands(CLI::App* queue, Context& ctx, std::function<Queue(
                       [](Queue& q, auto vt, auto timeout) { return q.take_wait(vt, timeout); }};
   add_take<Queue>(queue, ctx, open, args, "take", take, "queue");
   add_lease_commands<Queue>(queue, ctx, open, args);
-  add_state_commands<Queue>(queue, ctx, open, args);
+  add_stats_command<Queue>(queue, ctx, open, args);
+  add_dead_letter_commands<Queue>(queue, ctx, open, args);
 }
 
 void add_pq_work_commands(CLI::App* pq, Context& ctx, std::function<PriorityQueue()> open) {
@@ -224,7 +197,18 @@ void add_pq_work_commands(CLI::App* pq, Context& ctx, std::function<PriorityQueu
   add_take<PQ>(pq, ctx, open, args, "take-min", min, "priority queue");
   add_take<PQ>(pq, ctx, open, args, "take-max", max, "priority queue");
   add_lease_commands<PQ>(pq, ctx, open, args);
-  add_state_commands<PQ>(pq, ctx, open, args);
+  add_stats_command<PQ>(pq, ctx, open, args);
+  add_dead_letter_commands<PQ>(pq, ctx, open, args);
+}
+
+std::vector<CLI::App*> add_fair_work_commands(CLI::App* fair, Context& ctx,
+                                              std::function<FairTenant()> open) {
+  auto args = std::make_shared<WorkArgs>();
+  std::vector<CLI::App*> commands = add_lease_commands<FairTenant>(fair, ctx, open, args);
+  for (CLI::App* c : add_dead_letter_commands<FairTenant>(fair, ctx, open, args)) {
+    commands.push_back(c);
+  }
+  return commands;
 }
 
 }  // namespace kvq::cli

@@ -5,8 +5,12 @@
 #define KVQ_TOOLS_KVQ_COMMANDS_H_
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvq/kvq.h"
@@ -23,8 +27,33 @@ void add_pq_commands(CLI::App& app, Context& ctx);
 // opens.
 void add_queue_work_commands(CLI::App* queue, Context& ctx, std::function<Queue()> open);
 void add_pq_work_commands(CLI::App* pq, Context& ctx, std::function<PriorityQueue()> open);
-// `kvq fair push|pop|take|ack|nack|stats` (cmd_fair.cc).
+// `kvq fair push|pop|take|ack|nack|extend|dead-letters|redrive|set-weight|stats` (cmd_fair.cc).
 void add_fair_commands(CLI::App& app, Context& ctx);
+
+// One tenant of a fair queue, with the lease and dead-letter calls the work-queue commands make on
+// a Queue (cmd_fair.cc): leases get the tenant filled in, then go to the FairQueue's methods.
+class FairTenant {
+ public:
+  FairTenant(FairQueue fair, std::string tenant)
+      : fair_(std::move(fair)), tenant_(std::move(tenant)) {}
+  // FairQueue::ack / nack / extend of `lease` as a lease of this tenant.
+  void ack(const Lease& lease);
+  void nack(const Lease& lease, std::chrono::milliseconds delay, std::string_view reason);
+  WallClock::time_point extend(const Lease& lease, std::chrono::milliseconds visibility_timeout);
+  // FairQueue::peek_dead_letters / redrive for this tenant.
+  std::vector<DeadLetter> peek_dead_letters(int limit);
+  std::int64_t redrive(std::int64_t n);
+
+ private:
+  Lease ours(const Lease& lease) const;
+
+  FairQueue fair_;
+  std::string tenant_;
+};
+// The work-queue subcommands of `kvq fair` (cmd_work.cc): ack, nack, extend, dead-letters and
+// redrive, on the tenant `open` opens; returns them (the caller adds --tenant).
+std::vector<CLI::App*> add_fair_work_commands(CLI::App* fair, Context& ctx,
+                                              std::function<FairTenant()> open);
 // `kvq dump` (cmd_dump.cc).
 void add_dump_command(CLI::App& app, Context& ctx);
 // `kvq demo` (cmd_demo.cc).

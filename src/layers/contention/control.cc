@@ -57,6 +57,11 @@ Slot decode_slot(std::string_view v) {
 
 }  // namespace
 
+void add_size(Transaction& tr, const ItemRange& items, std::int64_t delta) {
+  tr.atomic_add(items.size_key, delta);
+  if (!items.total_key.empty()) tr.atomic_add(items.total_key, delta);
+}
+
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

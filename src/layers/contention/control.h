@@ -36,7 +36,13 @@ struct ItemRange {
   bool prioritized = false;
   // Shared by the copies of this range (end_windows.h); null: reads cover the whole range.
   std::shared_ptr<EndHints> hints;
+  // A second counter every change of size_key also goes to, in the same transaction (a
+  // FairQueue's ready items over all its tenants); empty: none.
+  std::string total_key;
 };
+
+// Adds `delta` to the item count of `items`: its size_key, and its total_key if it has one.
+void add_size(Transaction& tr, const ItemRange& items, std::int64_t delta);
 
 // The current unix time in milliseconds (wall clock: ids, lease expiry, request age).
 std::int64_t now_ms();

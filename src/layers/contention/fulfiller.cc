@@ -90,7 +90,7 @@ void Fulfiller::serve_all(Transaction& tr) {
     any = true;
     if (r.cut || b.consumed == 0) break;  // the rest does not fit in this transaction
   }
-  if (b.taken > 0) tr.atomic_add(items_.size_key, -b.taken);
+  if (b.taken > 0) add_size(tr, items_, -b.taken);
   if (any) tr.clear(keys_.lease());
 }
 
@@ -165,7 +165,7 @@ void Fulfiller::put_back(Transaction& tr, const std::string& id, const Slot& s) 
 
 void Fulfiller::restore(Transaction& tr, const KeyValue& item) {
   tr.set(item.key, item.value);
-  tr.atomic_add(items_.size_key, std::int64_t{1});
+  add_size(tr, items_, 1);
 }
 
 bool Fulfiller::has_abandoned(Transaction& tr) {
@@ -282,7 +282,7 @@ void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req, const Key
 }
 
 void Fulfiller::finish_leased(Transaction& tr, const Batch& b, const std::string& me, Result* r) {
-  if (b.taken > 0) tr.atomic_add(items_.size_key, -b.taken);
+  if (b.taken > 0) add_size(tr, items_, -b.taken);
   if (!b.mine_served) {
     tr.set(keys_.lease(), lease_value(me, b.now + options_.lease.count()));
     r->kind = Result::kServedOthers;

@@ -6,9 +6,11 @@
 //   ("s", tenant)         = (turn)    the tenant's ring entry, if it is filed
 //   ("w", due_us, tenant, id) = ""    wake-ups: the tenant may have ready items from due_us on
 //                                     (id: "" for pushes, so they collapse; a lease token else)
-//   ("t", tenant)         = ""        every tenant ever pushed to (size, stats, clear)
+//   ("t", tenant)         = ""        every tenant ever pushed to (stats)
 //   ("wt", tenant)        = (weight)  a weight other than 1
 //   ("c",)                = int64     bumped by every push, nack and ack (what waits watch)
+//   ("n",)                = int64     ready items over all tenants: every change of a tenant's
+//                                     size counter adds to it in the same transaction (size())
 //   ("kvq", "mark", ...)              idempotency markers of the own-loop operations
 // Tenants are tuple byte strings (type code 0x01), so any bytes are a tenant name.
 #ifndef KVQ_SRC_LAYERS_FAIR_FAIR_KEYS_H_
@@ -53,6 +55,7 @@ class FairKeys {
   std::string registry_tenant(std::string_view key) const;
   std::string weight(std::string_view tenant) const;
   std::string changes() const { return space_.pack(Tuple().append("c")); }
+  std::string ready_total() const { return space_.pack(Tuple().append("n")); }
   Subspace control() const { return space_.subspace(Tuple().append("kvq")); }
   const Subspace& space() const { return space_; }
 

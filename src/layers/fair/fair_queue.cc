@@ -5,6 +5,7 @@
 #include "kvq/error.h"
 #include "layers/fair/fair_state.h"
 #include "layers/item_keys.h"
+#include "layers/work_items.h"
 
 namespace kvq {
 
@@ -149,6 +150,23 @@ std::int64_t FairQueue::weight(std::string_view tenant) {
 Queue FairQueue::dead_letters(std::string_view tenant) const {
   FairKeys::check_tenant(tenant);
   return state_->tenant_queue(tenant).dead_letters();
+}
+
+std::vector<DeadLetter> FairQueue::peek_dead_letters(std::string_view tenant, int limit) {
+  FairKeys::check_tenant(tenant);
+  return state_->tenant_queue(tenant).peek_dead_letters(limit);
+}
+
+std::int64_t FairQueue::redrive(std::string_view tenant, std::int64_t n) {
+  FairKeys::check_tenant(tenant);
+  Queue queue = state_->tenant_queue(tenant);
+  return detail::WorkItems::redrive_in_batches(n, [&](int batch) {
+    return state_->run_marked([&](Transaction& tr) {
+      const std::int64_t moved = queue.redrive(tr, batch);
+      if (moved > 0) state_->pushed(tr, tenant, 0);
+      return moved;
+    });
+  });
 }
 
 const Subspace& FairQueue::subspace() const { return state_->keys().space(); }

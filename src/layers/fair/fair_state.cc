@@ -5,6 +5,7 @@
 
 #include "kvq/error.h"
 #include "layers/item_keys.h"
+#include "layers/item_store.h"
 
 namespace kvq::detail {
 namespace {
@@ -64,7 +65,9 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
 }
 
 Queue FairState::tenant_queue(std::string_view tenant) const {
-  return Queue(db_, keys_.tenant_items(tenant), tenant_options_);
+  return Queue(tenant_options_,
+               std::make_shared<ItemStore>(db_, keys_.tenant_items(tenant), tenant_options_,
+                                           /*prioritized=*/false, keys_.ready_total()));
 }
 
 void FairState::pushed(Transaction& tr, std::string_view tenant, std::int64_t due_us) const {

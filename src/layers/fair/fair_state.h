@@ -32,7 +32,8 @@ class FairState {
   // Throws invalid_argument for a null db, invalid_option_value for negative options.
   FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOptions options);
 
-  // `tenant`'s items (after FairKeys::check_tenant).
+  // `tenant`'s items (after FairKeys::check_tenant); every change of its ready count also goes to
+  // FairKeys::ready_total in the same transaction.
   Queue tenant_queue(std::string_view tenant) const;
   // Blind writes of a push to `tenant` (due_us 0: ready now): its wake-up, its registry entry and
   // the change counter.

@@ -1,8 +1,10 @@
-// FairQueue's whole-queue operations (kvq/fair_queue.h): size, stats and clear, over the registry
-// of tenants ever pushed to (fair_keys.h).
+// FairQueue's whole-queue operations (kvq/fair_queue.h): size (the ready-items total), stats (over
+// the registry of tenants ever pushed to) and clear (fair_keys.h).
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/bytes.h"
 #include "kvq/fair_queue.h"
 #include "layers/fair/fair_state.h"
 
@@ -28,11 +30,8 @@ std::int64_t FairQueue::size() {
 }
 
 std::int64_t FairQueue::size(Transaction& tr) {
-  std::int64_t total = 0;
-  for (const std::string& tenant : tenants(tr, state_->keys())) {
-    total += state_->tenant_queue(tenant).stats(tr).ready;
-  }
-  return total;
+  const std::optional<std::string> total = tr.get(state_->keys().ready_total(), /*snapshot=*/true);
+  return total ? common::decode_le64(*total) : 0;
 }
 
 std::vector<FairTenantStats> FairQueue::stats() {
