@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/random.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
@@ -57,11 +58,7 @@ Slot decode_slot(std::string_view v) {
 
 }  // namespace
 
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+std::int64_t now_ms() { return common::wall_now_us() / 1000; }
 
 ControlKeys::ControlKeys(const Subspace& control)
     : control_(control),
