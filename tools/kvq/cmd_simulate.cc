@@ -16,7 +16,7 @@ namespace {
 struct Totals {
   std::uint64_t seeds = 0, failed = 0, nondeterministic = 0, steps = 0;
   std::int64_t clients = 0, operations = 0, pushed = 0, popped = 0, acked = 0;
-  std::int64_t leases_lost = 0, redeliveries = 0, simulated_ms = 0;
+  std::int64_t leases_lost = 0, redeliveries = 0, simulated_ms = 0, violations = 0;
   std::uint64_t unknown_applied = 0, unknown_not_applied = 0, conflicts = 0, too_old = 0;
   std::uint64_t digest = 0;  // of the seeds' digests, in order
 
@@ -32,6 +32,7 @@ struct Totals {
     leases_lost += r.leases_lost;
     redeliveries += r.redeliveries;
     simulated_ms += r.simulated_ms;
+    violations += static_cast<std::int64_t>(r.problems.size());
     unknown_applied += r.unknown_applied;
     unknown_not_applied += r.unknown_not_applied;
     conflicts += r.conflicts;
@@ -72,8 +73,9 @@ void print_summary(const SimulateOptions& o, const Totals& t, double real_second
               ", spurious not_committed %" PRIu64 ", transaction_too_old %" PRIu64 "\n",
               t.unknown_applied, t.unknown_not_applied, t.conflicts, t.too_old);
   std::printf("  digest %016" PRIx64 " (the same seeds give the same digest)\n", t.digest);
-  std::printf("  failed seeds %" PRIu64 " (nondeterministic %" PRIu64 "): %s\n", t.failed,
-              t.nondeterministic, t.failed == 0 ? "PASS" : "FAIL");
+  std::printf("  violations %" PRId64 "; failed seeds %" PRIu64 " (nondeterministic %" PRIu64
+              "): %s\n",
+              t.violations, t.failed, t.nondeterministic, t.failed == 0 ? "PASS" : "FAIL");
 }
 
 }  // namespace
