@@ -24,6 +24,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The helpers serve the engine tests below; without RocksDB and etcd there are none.
+#if defined(KVQ_WITH_ROCKSDB) || defined(KVQ_WITH_ETCD)
 const Subspace kQueue(Tuple().append("wq"));
 const Subspace kEffects(Tuple().append("effects"));
 
@@ -57,6 +59,7 @@ void kill_after(testing::Subprocess& p, std::chrono::milliseconds after) {
   const int status = p.wait();
   ASSERT_TRUE(WIFSIGNALED(status)) << "the worker finished before it was killed: " << status;
 }
+#endif
 
 #ifdef KVQ_WITH_ROCKSDB
 TEST(WorkQueueCrash, RocksDbWorkerKilledAndRestartedLosesNothingAndRepeatsNothing) {

@@ -1,11 +1,11 @@
 // TransactionState: watches, commit, the retry loop's on_error, reset and usage. Reads and writes
 // are in transaction_state.cc.
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include "client/transaction_state.h"
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/random.h"
 
 namespace kvq::detail {
@@ -110,11 +110,11 @@ void TransactionState::on_error(const Error& error) {
   if (options_.timeout.count() > 0) {
     remaining =
         std::max<std::int64_t>(0, std::chrono::duration_cast<microseconds>(
-                                      start_ + options_.timeout - std::chrono::steady_clock::now())
+                                      start_ + options_.timeout - common::clock().steady_now())
                                       .count());
   }
   const std::int64_t delay = backoff_us(retries_, cap, remaining);
-  if (delay > 0) std::this_thread::sleep_for(microseconds(delay));
+  if (delay > 0) common::clock().sleep_for(microseconds(delay));
   ++retries_;
   counters_->retries.fetch_add(1, std::memory_order_relaxed);
   if (!watches_.empty())
@@ -128,7 +128,7 @@ void TransactionState::reset() {
   clear_attempt();
   options_ = TransactionOptions{};
   retries_ = 0;
-  start_ = std::chrono::steady_clock::now();
+  start_ = common::clock().steady_now();
 }
 
 TransactionUsage TransactionState::usage() {

@@ -7,6 +7,7 @@
 
 #include "client/range_merge.h"
 #include "common/bytes.h"
+#include "common/clock.h"
 
 namespace kvq::detail {
 namespace {
@@ -75,7 +76,7 @@ TransactionState::TransactionState(std::shared_ptr<engine::Engine> engine,
     : engine_(std::move(engine)), counters_(std::move(counters)) {
   validate_options(options);
   options_ = options;
-  start_ = std::chrono::steady_clock::now();
+  start_ = common::clock().steady_now();
 }
 
 TransactionState::~TransactionState() {
@@ -256,8 +257,7 @@ void TransactionState::check_usable() {
 }
 
 bool TransactionState::timed_out() const {
-  return options_.timeout.count() > 0 &&
-         std::chrono::steady_clock::now() - start_ >= options_.timeout;
+  return options_.timeout.count() > 0 && common::clock().steady_now() - start_ >= options_.timeout;
 }
 
 void TransactionState::reserve(std::size_t delta) const {

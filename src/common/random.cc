@@ -35,6 +35,8 @@ std::string random_bytes(std::size_t n) {
   return out;
 }
 
+void seed_thread_random(std::uint64_t seed) { thread_generator().seed(seed); }
+
 double random_unit() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(thread_generator());
 }

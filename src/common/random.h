@@ -19,6 +19,9 @@ std::uint64_t random_u64();
 std::string random_bytes(std::size_t n);
 // A uniformly distributed double in [0, 1).
 double random_unit();
+// Reseeds this thread's generator with `seed`, so that what follows draws the same values for the
+// same seed (the simulator, common/simulated_clock.h).
+void seed_thread_random(std::uint64_t seed);
 
 }  // namespace kvq::common
 

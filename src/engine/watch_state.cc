@@ -1,5 +1,7 @@
 #include "engine/watch_state.h"
 
+#include "common/clock.h"
+
 namespace kvq::detail {
 
 namespace {
@@ -22,12 +24,7 @@ void WatchWaker::wake() {
 
 void WatchWaker::wait_for(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto woken = [this] { return woken_; };
-  if (timeout >= std::chrono::hours(24 * 365 * 100)) {  // "no timeout", as WatchState::wait_for
-    cv_.wait(lock, woken);
-  } else {
-    cv_.wait_for(lock, timeout, woken);
-  }
+  common::clock().wait_until(lock, cv_, common::deadline_after(timeout), [this] { return woken_; });
 }
 
 std::vector<std::weak_ptr<WatchWaker>> WatchState::finish_locked(Outcome outcome) {
@@ -82,14 +79,9 @@ bool WatchState::fired() const {
 
 bool WatchState::wait_for(std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mu_);
-  auto done = [this] { return outcome_ != Outcome::kPending; };
-  // A timeout of a century or more (e.g. milliseconds::max()) means "no timeout": now + timeout
-  // in the clock's nanoseconds would overflow and expire at once.
-  if (timeout >= std::chrono::hours(24 * 365 * 100)) {
-    cv_.wait(lock, done);
-  } else {
-    cv_.wait_for(lock, timeout, done);
-  }
+  // A timeout of a century or more (e.g. milliseconds::max()) means "no timeout".
+  common::clock().wait_until(lock, cv_, common::deadline_after(timeout),
+                             [this] { return outcome_ != Outcome::kPending; });
   if (outcome_ == Outcome::kFailed) throw *error_;
   return outcome_ == Outcome::kFired;
 }

@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/random.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
@@ -41,11 +42,7 @@ contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized,
           total_key};
 }
 
-std::int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+std::int64_t now_us() { return common::wall_now_us(); }
 
 std::string new_item_random() {
   return common::encode_be64(static_cast<std::uint64_t>(now_us())) +

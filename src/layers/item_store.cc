@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/random.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
@@ -155,7 +156,8 @@ std::optional<std::string> ItemStore::pop_alone(Side side, std::chrono::millisec
 
 std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::milliseconds timeout) {
   using Clock = contention::StagedPops::Clock;
-  const auto deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+  const auto deadline =
+      timeout.count() > 0 ? common::clock().steady_now() + timeout : Clock::time_point::max();
   Fast fast = pop_fast(side);
   ContentionStats& stats = contention_stats();
   if (!fast.staged) {

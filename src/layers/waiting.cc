@@ -11,6 +11,7 @@
 // docs/queues.md, "Blocking waits".
 #include <array>
 
+#include "common/clock.h"
 #include "kvq/error.h"
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
@@ -33,7 +34,7 @@ constexpr milliseconds kTimerSlack{1};
 constexpr milliseconds kPopAttemptFloor{1000};
 
 milliseconds left(Clock::time_point deadline) {
-  const auto d = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+  const auto d = std::chrono::ceil<milliseconds>(deadline - common::clock().steady_now());
   return d.count() > 0 ? d : milliseconds(0);
 }
 
@@ -66,7 +67,7 @@ void ItemStore::wait_for_item(Side side, milliseconds timeout,
   if (timeout.count() < 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "queue: a wait's timeout must be >= 0");
   }
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = common::clock().steady_now() + timeout;
   int visible_in_a_row = 0;
   for (;;) {
     if (attempt(left(deadline)) || left(deadline).count() == 0) return;

@@ -60,6 +60,8 @@ void add_dump_command(CLI::App& app, Context& ctx);
 void add_demo_command(CLI::App& app, Context& ctx);
 // `kvq bench` (cmd_bench.cc).
 void add_bench_command(CLI::App& app, Context& ctx);
+// `kvq simulate` (cmd_simulate.cc).
+void add_simulate_command(CLI::App& app, Context& ctx);
 
 // Pushes `values` onto `queue` in order with the layer's idempotent Queue::push_batch (one
 // transaction and retry loop, never inserted twice after commit_unknown_result); if the engine
@@ -96,6 +98,15 @@ struct BenchOptions {
 };
 // Runs the contention benchmark; table (or JSON) on stdout. Returns the exit status.
 int run_bench(const BenchOptions& options);
+
+struct SimulateOptions {
+  std::uint64_t seeds = 100;     // how many seeds
+  std::uint64_t first_seed = 1;  // seeds first_seed .. first_seed + seeds - 1
+};
+// Runs each seed twice (tools/kvq/simulation.h; the two runs must agree); prints each failing
+// seed with its problems and the command that replays it, then a summary, to stdout. Returns
+// kExitOk if every seed passed, kExitError otherwise.
+int run_simulate(const SimulateOptions& options);
 
 }  // namespace kvq::cli
 

@@ -119,6 +119,7 @@ int run_cli(int argc, char** argv) {
   kvq::cli::add_dump_command(app, ctx);
   kvq::cli::add_demo_command(app, ctx);
   kvq::cli::add_bench_command(app, ctx);
+  kvq::cli::add_simulate_command(app, ctx);
   app.allow_extras();  // only the root collects leftovers; report_leftovers names them
   if (int status = parse(app, ctx, argc, argv); status >= 0) return status;
   return run(app, ctx);

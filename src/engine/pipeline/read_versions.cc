@@ -2,12 +2,14 @@
 
 #include <string>
 
+#include "common/clock.h"
+
 namespace kvq::pipeline {
 
 ReadVersions::ReadVersions(Version base, Version window)
     : base_(base),
       window_(window),
-      start_(std::chrono::steady_clock::now()),
+      start_(common::clock().steady_now()),
       floor_(base),
       published_(base),
       current_(std::make_shared<Pin>(base)) {
@@ -20,9 +22,9 @@ Error ReadVersions::too_old(Version read_version) {
 }
 
 Version ReadVersions::now() const {
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                  start_)
-                .count();
+  auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(common::clock().steady_now() - start_)
+          .count();
   return base_ + 1 + static_cast<Version>(us);
 }
 

@@ -45,7 +45,8 @@ std::uint8_t WriteGroup::await(Writer& w) {
     if (s & kFinished) return s;
     cpu_relax();
   }
-  // Phase 2: yield.
+  // Phase 2: yield. The budget is real CPU time, not kvq's clock (common/clock.h): a simulated
+  // clock stands still while a thread spins.
   const auto deadline = std::chrono::steady_clock::now() + kYieldBudget;
   do {
     std::this_thread::yield();

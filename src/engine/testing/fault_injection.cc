@@ -1,7 +1,8 @@
 #include "engine/testing/fault_injection.h"
 
 #include <charconv>
-#include <thread>
+
+#include "common/clock.h"
 
 namespace kvq::engine {
 
@@ -176,7 +177,7 @@ FaultInjectionEngine::Fault FaultInjectionEngine::draw_commit() {
     }
     delay = options_.commit_delay;
   }
-  if (delay.count() > 0) std::this_thread::sleep_for(delay);
+  if (delay.count() > 0) common::clock().sleep_for(delay);
   return fault;
 }
 

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/random.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
@@ -62,11 +63,7 @@ void add_size(Transaction& tr, const ItemRange& items, std::int64_t delta) {
   if (!items.total_key.empty()) tr.atomic_add(items.total_key, delta);
 }
 
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+std::int64_t now_ms() { return common::wall_now_us() / 1000; }
 
 ControlKeys::ControlKeys(const Subspace& control)
     : control_(control),

@@ -24,10 +24,10 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
-#include <thread>
 #include <type_traits>
 #include <utility>
 
+#include "common/clock.h"
 #include "kvq/database.h"
 #include "kvq/error.h"
 
@@ -44,8 +44,8 @@ std::optional<bool> resolve_unknown(Database& db, Committed& committed,
       Transaction tr = db.create_transaction();
       return static_cast<bool>(committed(tr));
     } catch (const Error&) {
-      if (std::chrono::steady_clock::now() + delay >= until) return std::nullopt;
-      std::this_thread::sleep_for(delay);
+      if (common::clock().steady_now() + delay >= until) return std::nullopt;
+      common::clock().sleep_for(delay);
       delay = std::min(delay * 2, std::chrono::milliseconds(500));
     }
   }
@@ -75,7 +75,7 @@ auto run_once(Database& db, Body&& body, Committed&& committed,
         tr.on_error(e);
       } catch (const Error&) {
         if (!maybe_result || resolve_for.count() <= 0) throw;
-        const auto until = std::chrono::steady_clock::now() + resolve_for;
+        const auto until = common::clock().steady_now() + resolve_for;
         if (resolve_unknown(db, committed, until).value_or(false)) return std::move(*maybe_result);
         throw;
       }

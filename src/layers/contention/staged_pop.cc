@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
 #include "layers/contention/run_once.h"
@@ -73,7 +74,7 @@ StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point d
       Slot s = read_slot(tr, slot);
       if (s.kind == Slot::kAbsent) return Outcome{true, std::nullopt};
       if (!s.waiting()) return settle(me, /*withdraw_waiting=*/false, in_hand);
-      if (Clock::now() >= deadline) {
+      if (common::clock().steady_now() >= deadline) {
         Outcome o = settle(me, /*withdraw_waiting=*/true, in_hand);
         if (o.gone) throw Error(ErrorCode::kTimedOut, "queue: pop timed out (request withdrawn)");
         return o;
@@ -117,7 +118,7 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
   detail::ContentionStats& stats = detail::contention_stats();
   const std::string slot = keys_.slot(me);
   for (;;) {
-    if (Clock::now() >= deadline) return std::nullopt;
+    if (common::clock().steady_now() >= deadline) return std::nullopt;
     int attempts = 0;
     // After a maybe-committed batch that took our item, our slot is gone: that batch committed.
     Fulfiller::Result r = run_once(
@@ -146,7 +147,8 @@ void StagedPops::wait_on_slot(Transaction& tr, const std::string& slot, std::int
   tr.reset();  // release the read version while waiting (it pins MVCC garbage collection)
   auto wait = std::chrono::milliseconds(std::max<std::int64_t>(wait_ms + 1, 1));
   if (deadline != Clock::time_point::max()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                      common::clock().steady_now());
     wait = std::max(std::chrono::milliseconds(0), std::min(wait, left));
   }
   if (!w.wait_for(wait)) w.cancel();

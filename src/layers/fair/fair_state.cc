@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/clock.h"
 #include "kvq/error.h"
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
@@ -42,7 +43,7 @@ std::int64_t micros(WallClock::time_point t) {
 }
 
 milliseconds left(Clock::time_point deadline) {
-  const auto d = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+  const auto d = std::chrono::ceil<milliseconds>(deadline - common::clock().steady_now());
   return std::max(d, milliseconds(0));
 }
 
@@ -206,7 +207,7 @@ std::optional<T> FairState::wait(const std::function<std::optional<T>()>& attemp
   if (timeout.count() < 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "fair queue: wait timeout must be >= 0");
   }
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = common::clock().steady_now() + timeout;
   for (;;) {
     if (std::optional<T> v = attempt()) return v;
     if (left(deadline).count() == 0) return std::nullopt;

@@ -1,0 +1,54 @@
+// One seed of `kvq simulate`: a deterministic simulation of clients on one work Queue of the memory
+// engine, with injected faults, in simulated time, then a check of the whole history.
+//
+// The seed decides everything: the number of clients and their operations (push, push_batch, pop,
+// take and take_batch whose leases are acked, nacked, acked late or abandoned to expire, sleeps),
+// the fault rates (commit_unknown_result applied and not applied, spurious not_committed,
+// transaction_too_old on reads), and the schedule: the clients are threads run one at a time by a
+// common::SimulatedClock, which switches between them at every engine call and every sleep or wait
+// (engine::SchedulingEngine), in an order drawn from the seed, and moves simulated time to the
+// next deadline when all are asleep. After the clients, faults are switched off, time moves on an
+// hour (every lease runs out) and the queue is drained.
+//
+// The check (history.h for order): every pushed value delivered exactly once (popped, or taken and
+// acked), nothing delivered that was not pushed, nothing delivered again after its delivery, FIFO
+// over first deliveries (an item's lease running out or a nack without delay puts it back at its
+// place), no empty pop or take while an item was ready throughout, and an empty queue at the end.
+//
+// Example:
+//   kvq::cli::SeedResult r = kvq::cli::simulate_seed(42);
+//   if (!r.problems.empty()) std::puts(r.problems[0].c_str());
+#ifndef KVQ_TOOLS_KVQ_SIMULATION_H_
+#define KVQ_TOOLS_KVQ_SIMULATION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvq::cli {
+
+// What one seed did and found.
+struct SeedResult {
+  std::uint64_t seed = 0;
+  std::int64_t clients = 0;
+  std::int64_t operations = 0;  // queue operations the clients called, and the drain's pops
+  std::int64_t pushed = 0;
+  std::int64_t popped = 0;        // delivered by pop (clients and drain)
+  std::int64_t acked = 0;         // delivered by take + ack
+  std::int64_t leases_lost = 0;   // acks and nacks that found their lease gone (it ran out)
+  std::int64_t redeliveries = 0;  // takes of an item delivered before (after a nack or expiry)
+  std::uint64_t steps = 0;        // scheduling decisions
+  std::int64_t simulated_ms = 0;  // simulated time the clients took
+  std::uint64_t unknown_applied = 0, unknown_not_applied = 0, conflicts = 0, too_old = 0;
+  std::uint64_t digest = 0;           // of the whole trace: equal for equal runs
+  std::vector<std::string> problems;  // violations and unexpected errors; empty if the seed passed
+};
+
+// Runs seed `seed` (see the file comment). Deterministic: the same seed gives the same result,
+// digest included. Installs its own simulated clock for the run (no other kvq database may be in
+// use in the process meanwhile). Never throws for what the clients hit: errors are problems.
+SeedResult simulate_seed(std::uint64_t seed);
+
+}  // namespace kvq::cli
+
+#endif  // KVQ_TOOLS_KVQ_SIMULATION_H_
