@@ -3,11 +3,13 @@
 // another process.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "support/figures.h"
 #include "support/subprocess.h"
 
 namespace kvq {
@@ -31,6 +33,33 @@ std::string line_starting(const std::string& output, const std::string& prefix) 
   return output.substr(at + 2, output.find('\n', at) - at - 2);
 }
 
+// Records the summary's figures (tests/support/figures.h): seeds, operations, faults by kind and
+// violations, into the same rows as the other tests' faults and history checks.
+void record_summary(const std::string& out) {
+  long long seeds = 0, clients = 0, operations = 0, violations = 0;
+  long long applied = 0, not_applied = 0, conflicts = 0, too_old = 0;
+  const std::size_t summary = out.find("kvq simulate: ");
+  if (summary == std::string::npos) return;
+  std::sscanf(out.c_str() + summary, "kvq simulate: %lld seeds", &seeds);
+  std::sscanf(line_starting(out, "clients").c_str(), "clients %lld, operations %lld", &clients,
+              &operations);
+  std::sscanf(line_starting(out, "faults:").c_str(),
+              "faults: commit_unknown_result applied %lld, not applied %lld, spurious "
+              "not_committed %lld, transaction_too_old %lld",
+              &applied, &not_applied, &conflicts, &too_old);
+  std::sscanf(line_starting(out, "violations").c_str(), "violations %lld", &violations);
+  testing::record_figure("simulation: seeds, each run twice", seeds);
+  testing::record_figure("simulation: operations", operations);
+  testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
+                         operations);
+  testing::record_figure("history: violations (lost, duplicated, invented, out of order)",
+                         violations);
+  testing::record_figure("faults: commit_unknown_result, applied", applied);
+  testing::record_figure("faults: commit_unknown_result, not applied", not_applied);
+  testing::record_figure("faults: spurious not_committed", conflicts);
+  testing::record_figure("faults: transaction_too_old on a read", too_old);
+}
+
 class SimulateTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -47,6 +76,7 @@ TEST_F(SimulateTest, ManySeedsPassTheHistoryCheck) {
   std::string out;
   EXPECT_EQ(simulate({"--seeds", kSeeds}, &out), 0) << out;
   std::printf("%s", out.c_str());
+  record_summary(out);
   EXPECT_NE(out.find("violations 0; failed seeds 0 (nondeterministic 0): PASS"), std::string::npos)
       << out;
   EXPECT_EQ(line_starting(out, "faults:").find(" 0,"), std::string::npos)
