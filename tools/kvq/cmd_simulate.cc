@@ -17,6 +17,8 @@ struct Totals {
   std::uint64_t seeds = 0, failed = 0, nondeterministic = 0, steps = 0;
   std::int64_t clients = 0, operations = 0, pushed = 0, popped = 0, acked = 0;
   std::int64_t leases_lost = 0, redeliveries = 0, simulated_ms = 0, violations = 0;
+  std::int64_t high_contention = 0, waits = 0, waits_empty = 0, delayed_pushes = 0,
+               delayed_nacks = 0;
   std::uint64_t unknown_applied = 0, unknown_not_applied = 0, conflicts = 0, too_old = 0;
   std::uint64_t digest = 0;  // of the seeds' digests, in order
 
@@ -31,6 +33,11 @@ struct Totals {
     acked += r.acked;
     leases_lost += r.leases_lost;
     redeliveries += r.redeliveries;
+    high_contention += r.high_contention ? 1 : 0;
+    waits += r.waits;
+    waits_empty += r.waits_empty;
+    delayed_pushes += r.delayed_pushes;
+    delayed_nacks += r.delayed_nacks;
     simulated_ms += r.simulated_ms;
     violations += static_cast<std::int64_t>(r.problems.size());
     unknown_applied += r.unknown_applied;
@@ -69,6 +76,9 @@ void print_summary(const SimulateOptions& o, const Totals& t, double real_second
   std::printf("  pushed %" PRId64 ", delivered %" PRId64 " (popped %" PRId64 ", acked %" PRId64
               "), redelivered %" PRId64 ", leases lost %" PRId64 "\n",
               t.pushed, t.popped + t.acked, t.popped, t.acked, t.redeliveries, t.leases_lost);
+  std::printf("  high-contention seeds %" PRId64 "; blocking waits %" PRId64 " (%" PRId64
+              " timed out empty); delayed pushes %" PRId64 ", delayed nacks %" PRId64 "\n",
+              t.high_contention, t.waits, t.waits_empty, t.delayed_pushes, t.delayed_nacks);
   std::printf("  faults: commit_unknown_result applied %" PRIu64 ", not applied %" PRIu64
               ", spurious not_committed %" PRIu64 ", transaction_too_old %" PRIu64 "\n",
               t.unknown_applied, t.unknown_not_applied, t.conflicts, t.too_old);

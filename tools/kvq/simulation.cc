@@ -42,6 +42,20 @@ engine::FaultInjectionOptions fault_options(std::uint64_t seed) {
   return o;
 }
 
+// Plain or high-contention pops, from the seed.
+QueueOptions queue_options(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ (kMix >> 1));
+  QueueOptions o;
+  o.high_contention = rng() % 2 == 1;
+  return o;
+}
+
+// A random duration of [lo, hi] ms.
+milliseconds between_ms(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
+  return milliseconds(lo +
+                      static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo + 1)));
+}
+
 // The seed's world: the clock, the faulty scheduled database, the queue, and what happened.
 // Only one client runs at a time (the clock's baton hands over under a mutex), so the history
 // needs no lock of its own.
@@ -53,8 +67,10 @@ class World {
             std::make_shared<engine::SchedulingEngine>(open("memory:")->engine(), clock_),
             fault_options(seed))),
         db_(std::make_shared<Database>(faults_, "simulated-memory:")),
-        queue_(db_, Subspace(Tuple().append("sim"))) {
+        queue_(db_, Subspace(Tuple().append("sim")), queue_options(seed)) {
     result_.seed = seed;
+    result_.high_contention = queue_options(seed).high_contention;
+    mix(result_.high_contention ? 2 : 1);
     common::seed_thread_random(seed);  // the drain runs on this thread
   }
 
@@ -99,17 +115,23 @@ class World {
   }
 
   void one_operation(int me, std::mt19937_64& rng) {
-    const std::uint64_t pick = rng() % 10;
+    const std::uint64_t pick = rng() % 13;
     if (pick < 3) {
       push(me, {new_value(me)});
     } else if (pick == 3) {
       std::vector<std::string> values;
       for (std::uint64_t n = 2 + rng() % 3; n > 0; --n) values.push_back(new_value(me));
       push(me, values);
-    } else if (pick < 6) {
+    } else if (pick == 4) {
+      push_delayed(me, between_ms(rng, 1, 5000));
+    } else if (pick < 7) {
       pop(me);
+    } else if (pick == 7) {
+      pop_wait(me, between_ms(rng, 500, 5000));
+    } else if (pick == 8) {
+      take_wait(me, rng);
     } else {
-      take(me, rng, pick == 9 ? 2 + rng() % 2 : 1);
+      take(me, rng, pick == 12 ? 2 + rng() % 2 : 1);
     }
   }
 
@@ -131,6 +153,46 @@ class World {
     }
     ++result_.operations;
     result_.pushed += static_cast<std::int64_t>(values.size());
+  }
+
+  // A push invisible for `delay`: recorded, but left out of the order and empty-pop checks
+  // (it is not ready before its due time, and goes to the back when it comes due).
+  void push_delayed(int me, milliseconds delay) {
+    const std::string v = new_value(me);
+    const std::int64_t start = tick();
+    PushOptions o;
+    o.delay = delay;
+    queue_.push(v, o);
+    pushes_.push_back({v, 0, start, tick()});
+    delayed_.insert(v);
+    trace(me, "push_delayed", v);
+    ++result_.operations;
+    ++result_.pushed;
+    ++result_.delayed_pushes;
+  }
+
+  void pop_wait(int me, milliseconds timeout) {
+    const std::int64_t start = tick();
+    std::optional<std::string> v = queue_.pop_wait(timeout);
+    ++result_.operations;
+    ++result_.waits;
+    if (!v) ++result_.waits_empty;
+    delivered(me, "pop_wait", v, start, tick(), /*final=*/true);
+    if (v) ++result_.popped;
+  }
+
+  void take_wait(int me, std::mt19937_64& rng) {
+    const milliseconds vt = between_ms(rng, 1000, 5000);
+    const milliseconds timeout = between_ms(rng, 500, 5000);
+    const std::int64_t start = tick();
+    std::optional<Lease> l = queue_.take_wait(vt, timeout);
+    const std::int64_t end = tick();
+    ++result_.operations;
+    ++result_.waits;
+    if (!l) ++result_.waits_empty;
+    delivered(me, "take_wait", l ? std::optional<std::string>(l->value) : std::nullopt, start, end,
+              /*final=*/false);
+    if (l) settle(me, rng, *l, vt);
   }
 
   void pop(int me) {
@@ -169,8 +231,7 @@ class World {
     try {
       ++result_.operations;
       if (pick == 2 || pick == 4) {
-        queue_.nack(lease);
-        trace(me, "nack", lease.value);
+        nack(me, rng, lease);
         return;
       }
       queue_.ack(lease);
@@ -181,6 +242,15 @@ class World {
       ++result_.leases_lost;
       trace(me, "lease_lost", lease.value);
     }
+  }
+
+  // Nacks `lease`, half the time with a delay of up to 3 s (the item goes to the back when due;
+  // only first deliveries are ordered, so the checks need no change).
+  void nack(int me, std::mt19937_64& rng, const Lease& lease) {
+    const milliseconds delay = rng() % 2 == 0 ? milliseconds(0) : between_ms(rng, 1, 3000);
+    queue_.nack(lease, delay);
+    if (delay.count() > 0) ++result_.delayed_nacks;
+    trace(me, delay.count() > 0 ? "nack_delayed" : "nack", lease.value);
   }
 
   // Records a delivery attempt: `value` (nullopt: the operation found nothing) was returned by
@@ -224,9 +294,22 @@ class World {
     }
   }
 
-  void check() {
-    const history::Result order = history::check(pushes_, firsts_);
+  // The order and empty-pop checks over the items pushed without a delay.
+  void check_order() {
+    std::vector<history::Push> pushes;
+    for (const history::Push& p : pushes_) {
+      if (!delayed_.contains(p.value)) pushes.push_back(p);
+    }
+    std::vector<history::Pop> firsts;
+    for (const history::Pop& p : firsts_) {
+      if (!p.value || !delayed_.contains(*p.value)) firsts.push_back(p);
+    }
+    const history::Result order = history::check(pushes, firsts);
     for (const std::string& p : order.problems) problem(p);
+  }
+
+  void check() {
+    check_order();
     for (const history::Push& p : pushes_) {
       const int n = finals_[p.value];
       if (n != 1) problem(p.value + " delivered " + std::to_string(n) + " times");
@@ -268,6 +351,7 @@ class World {
   std::vector<history::Pop> firsts_;
   std::unordered_map<std::string, int> finals_;
   std::unordered_set<std::string> seen_;
+  std::unordered_set<std::string> delayed_;  // values pushed with a delay
 };
 
 }  // namespace

@@ -37,6 +37,10 @@ struct SeedResult {
   std::int64_t acked = 0;         // delivered by take + ack
   std::int64_t leases_lost = 0;   // acks and nacks that found their lease gone (it ran out)
   std::int64_t redeliveries = 0;  // takes of an item delivered before (after a nack or expiry)
+  bool high_contention = false;   // the queue's pops: high-contention staging, or plain
+  std::int64_t waits = 0;         // pop_wait and take_wait calls
+  std::int64_t waits_empty = 0;   // ... that timed out with nothing
+  std::int64_t delayed_pushes = 0, delayed_nacks = 0;
   std::uint64_t steps = 0;        // scheduling decisions
   std::int64_t simulated_ms = 0;  // simulated time the clients took
   std::uint64_t unknown_applied = 0, unknown_not_applied = 0, conflicts = 0, too_old = 0;
