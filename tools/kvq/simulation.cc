@@ -84,7 +84,8 @@ class World {
  private:
   void run_clients() {
     std::mt19937_64 rng(seed_ * kMix + 1);
-    result_.clients = 2 + static_cast<std::int64_t>(rng() % 3);
+    // High-contention seeds get one client more, so that staged pops meet more often.
+    result_.clients = (result_.high_contention ? 3 : 2) + static_cast<std::int64_t>(rng() % 3);
     const common::SteadyTime start = clock_.steady_now();
     try {
       clock_.run(static_cast<int>(result_.clients), seed_, [this](int me) { client(me); });
