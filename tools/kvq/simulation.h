@@ -1,8 +1,9 @@
 // One seed of `kvq simulate`: a deterministic simulation of clients on one work Queue of the memory
 // engine, with injected faults, in simulated time, then a check of the whole history.
 //
-// The seed decides everything: the number of clients and their operations (push, push_batch, pop,
-// take and take_batch whose leases are acked, nacked, acked late or abandoned to expire, sleeps),
+// The seed decides everything: plain or high-contention pops, the number of clients and their
+// operations (push, push_batch, delayed push, pop, pop_wait, take, take_batch and take_wait whose
+// leases are acked, nacked with or without a delay, acked late or abandoned to expire, sleeps),
 // the fault rates (commit_unknown_result applied and not applied, spurious not_committed,
 // transaction_too_old on reads), and the schedule: the clients are threads run one at a time by a
 // common::SimulatedClock, which switches between them at every engine call and every sleep or wait
@@ -13,7 +14,8 @@
 // The check (history.h for order): every pushed value delivered exactly once (popped, or taken and
 // acked), nothing delivered that was not pushed, nothing delivered again after its delivery, FIFO
 // over first deliveries (an item's lease running out or a nack without delay puts it back at its
-// place), no empty pop or take while an item was ready throughout, and an empty queue at the end.
+// place), no empty pop or take (or wait) while an item was ready throughout, and an empty queue at
+// the end. Items pushed with a delay are left out of the order and empty-pop rules.
 //
 // Example:
 //   kvq::cli::SeedResult r = kvq::cli::simulate_seed(42);
