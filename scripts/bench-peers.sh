@@ -29,15 +29,9 @@ bash scripts/install-deps.sh redis-server redis-tools postgresql postgresql-cont
 [ -x "$build/kvq" ] || bash scripts/build.sh "$build" -DKVQ_WITH_ROCKSDB=ON -DKVQ_WITH_ETCD=OFF
 
 load_before=$(cut -d" " -f1-3 /proc/loadavg)
-work=$(mktemp -d /tmp/kvq-peers.XXXXXX)
+source scripts/lib/work_dir.sh
+make_work_dir peers
 chmod 755 "$work"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 results="$work/results.tsv"  # system  op  clients  ops_per_s
 : >"$results"
 record() { printf '%s\t%s\t%s\t%.0f\n' "$1" "$2" "$3" "$4" >>"$results"; }

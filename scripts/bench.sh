@@ -36,14 +36,8 @@ bash scripts/install-deps.sh jq
   bash scripts/build.sh "$build" -DKVQ_BUILD_BENCH=ON -DKVQ_WITH_ROCKSDB=ON -DKVQ_WITH_ETCD=ON
 kvq=$build/kvq
 mkdir -p "$out"
-work=$(mktemp -d /tmp/kvq-bench.XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source scripts/lib/work_dir.sh
+make_work_dir bench
 
 summary=$out/summary.md
 {

@@ -204,8 +204,7 @@ TEST(BatchFaults, UnknownResultsNeitherDuplicateNorLoseBatches) {
     }
     EXPECT_EQ(q.size(), 0);
     EXPECT_EQ(pq.size(), 0);
-    testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
-                           4 * batches * per);
+    testing::record_figure(testing::kOperationsChecked, 4 * batches * per);
     testing::record_faults(*db);
   }
 }

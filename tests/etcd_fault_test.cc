@@ -239,10 +239,10 @@ TEST(EtcdFault, KillFollowerThenLeaderAndPauseLeaderLosesNoAcknowledgedPushAndPo
       "lost %ld\n",
       acked.size(), popped.size(), processed.size(), left.size(), pushes_after_leader_kill.load(),
       pushes_during_pause.load(), errors, leases_lost);
-  testing::record_figure("kills: etcd members SIGKILLed and restarted mid-workload", 2);
+  testing::record_figure(testing::kEtcdMemberKills, 2);
   testing::record_figure("kills: etcd members paused (SIGSTOP) mid-workload", 1);
   testing::record_figure(
-      "history: operations checked (pushes, pops, empty pops, items left)",
+      testing::kOperationsChecked,
       static_cast<std::int64_t>(acked.size() + popped.size() + processed.size() + left.size()));
   EXPECT_GT(acked.size(), 20u);
   EXPECT_GT(processed.size(), 5u) << "the lease workers made no progress";

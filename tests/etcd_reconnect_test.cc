@@ -95,7 +95,7 @@ class Pusher {
 // member answering a new client) the pusher's next push was acknowledged.
 Clock::duration outage(testing::EtcdCluster& cluster, int member, const Pusher& pusher) {
   cluster.kill(member);
-  testing::record_figure("kills: etcd members SIGKILLed and restarted mid-workload", 1);
+  testing::record_figure(testing::kEtcdMemberKills, 1);
   std::this_thread::sleep_for(2s);
   cluster.restart(member);
   const Clock::time_point restarted = Clock::now();

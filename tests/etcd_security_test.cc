@@ -52,7 +52,7 @@ void write_file(const std::string& path, const std::string& text) {
 
 // The error kvq::open(url) throws (fails the test if it opens).
 Error open_error(const std::string& url, std::chrono::milliseconds* took = nullptr) {
-  testing::record_figure("bad inputs: URLs kvq::open refused", 1);
+  testing::record_figure(testing::kUrlsRefused, 1);
   const auto start = Clock::now();
   try {
     kvq::open(url);

@@ -200,8 +200,7 @@ TEST_P(FairQueueConcurrencyTest, UnknownCommitResultsNeitherDuplicateNorLoseItem
   while (auto item = fq.pop()) got.insert(item->value);
   EXPECT_GT(faulty->injected_applied(), 0U) << "no applied-but-unknown commit was injected";
   testing::record_faults(*faulty_db);
-  testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
-                         2 * kClients * each);
+  testing::record_figure(testing::kOperationsChecked, 2 * kClients * each);
   EXPECT_EQ(got.size(), static_cast<std::size_t>(kClients * each));
   EXPECT_EQ(std::set<std::string>(got.begin(), got.end()).size(), got.size()) << "an item twice";
 }

@@ -113,8 +113,7 @@ TEST(FaultUrl, QueueDeliversEveryItemOnceUnderUnknownResultsOnEveryEngine) {
     for (int i = 0; i < n; ++i) EXPECT_EQ(popped[i], "item-" + std::to_string(i));
     EXPECT_GT(db->stats().retries, 0u) << "no fault was injected";
     testing::record_faults(*db);
-    testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
-                           2 * n + 1);
+    testing::record_figure(testing::kOperationsChecked, 2 * n + 1);
   }
 }
 

@@ -90,7 +90,7 @@ void pop_through_a_crash(EtcdCluster& cluster, Queue& q, Popped& popped, int* fa
   EXPECT_GE(got, kItems / 4) << "poppers made no progress before the crash (" << failed
                              << " failed pops)";
   cluster.kill(0);
-  testing::record_figure("kills: etcd members SIGKILLed and restarted mid-workload", 1);
+  testing::record_figure(testing::kEtcdMemberKills, 1);
   std::this_thread::sleep_for(3s);  // past the RPC timeout and failover: pops fail
   cluster.restart(0);
   std::this_thread::sleep_for(1s);

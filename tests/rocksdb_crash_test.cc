@@ -168,7 +168,7 @@ void run_crash_test(const std::string& url_options, int kills, unsigned seed) {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
       }
       child.kill(SIGKILL);
-      testing::record_figure("kills: client processes SIGKILLed mid-workload", 1);
+      testing::record_figure(testing::kClientProcessKills, 1);
       const int status = child.wait();
       ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
           << "worker ended on its own (run " << run << "), status " << status;

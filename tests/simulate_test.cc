@@ -50,14 +50,9 @@ void record_summary(const std::string& out) {
   std::sscanf(line_starting(out, "violations").c_str(), "violations %lld", &violations);
   testing::record_figure("simulation: seeds, each run twice", seeds);
   testing::record_figure("simulation: operations", operations);
-  testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
-                         operations);
-  testing::record_figure("history: violations (lost, duplicated, invented, out of order)",
-                         violations);
-  testing::record_figure("faults: commit_unknown_result, applied", applied);
-  testing::record_figure("faults: commit_unknown_result, not applied", not_applied);
-  testing::record_figure("faults: spurious not_committed", conflicts);
-  testing::record_figure("faults: transaction_too_old on a read", too_old);
+  testing::record_figure(testing::kOperationsChecked, operations);
+  testing::record_figure(testing::kViolations, violations);
+  testing::record_fault_counts(applied, not_applied, conflicts, too_old);
 }
 
 class SimulateTest : public ::testing::Test {

@@ -233,8 +233,7 @@ TEST(TakeBatchFaults, UnknownResultsNeitherLeaseTwiceNorLoseLeases) {
     }
     EXPECT_GT(db->stats().retries, 0u) << "no fault was injected";
     testing::record_faults(*db);
-    testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
-                           4 * n);
+    testing::record_figure(testing::kOperationsChecked, 4 * n);
     EXPECT_EQ(acked, numbered(0, n)) << "FIFO, each once";
     std::sort(pq_acked.begin(), pq_acked.end());
     auto expected = numbered(0, n);

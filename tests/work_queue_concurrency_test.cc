@@ -129,8 +129,7 @@ TEST(WorkQueueFaults, AckWithTheWorkersOwnWriteAppliesEachEffectExactlyOnce) {
     EXPECT_GT(db->stats().retries, 0u) << "no fault was injected";
     EXPECT_GT(lost.load(), 0) << "no retried ack found its first attempt committed";
     testing::record_faults(*db);
-    testing::record_figure("history: operations checked (pushes, pops, empty pops, items left)",
-                           2 * n);
+    testing::record_figure(testing::kOperationsChecked, 2 * n);
   }
 }
 

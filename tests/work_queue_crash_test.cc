@@ -55,7 +55,7 @@ void kill_after(testing::Subprocess& p, std::chrono::milliseconds after) {
   ASSERT_EQ(p.read_line(30s), "ready");
   std::this_thread::sleep_for(after);
   p.kill(SIGKILL);
-  testing::record_figure("kills: client processes SIGKILLed mid-workload", 1);
+  testing::record_figure(testing::kClientProcessKills, 1);
   const int status = p.wait();
   ASSERT_TRUE(WIFSIGNALED(status)) << "the worker finished before it was killed: " << status;
 }

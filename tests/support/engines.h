@@ -48,7 +48,7 @@ std::string fresh_temp_dir(const std::string& prefix = "kvq-test");
 // The code of the kvq::Error that kvq::open(url) throws; unknown_error if it opens. Counts the
 // URL as a bad input tried (tests/support/figures.h).
 inline ErrorCode open_error(const std::string& url) {
-  record_figure("bad inputs: URLs kvq::open refused", 1);
+  record_figure(kUrlsRefused, 1);
   try {
     kvq::open(url);
   } catch (const Error& e) {

@@ -22,22 +22,26 @@ void record_figure(std::string_view name, std::int64_t value) {
   ::close(fd);
 }
 
+void record_fault_counts(std::int64_t unknown_applied, std::int64_t unknown_not_applied,
+                         std::int64_t conflicts, std::int64_t too_old) {
+  record_figure("faults: commit_unknown_result, applied", unknown_applied);
+  record_figure("faults: commit_unknown_result, not applied", unknown_not_applied);
+  record_figure("faults: spurious not_committed", conflicts);
+  record_figure("faults: transaction_too_old on a read", too_old);
+}
+
 void record_faults(const Database& db) {
   const auto faulty = std::dynamic_pointer_cast<engine::FaultInjectionEngine>(db.engine());
   if (!faulty) return;
   auto count = [](std::uint64_t n) { return static_cast<std::int64_t>(n); };
-  record_figure("faults: commit_unknown_result, applied", count(faulty->injected_applied()));
-  record_figure("faults: commit_unknown_result, not applied",
-                count(faulty->injected_not_applied()));
-  record_figure("faults: spurious not_committed", count(faulty->injected_conflicts()));
-  record_figure("faults: transaction_too_old on a read", count(faulty->injected_too_old()));
+  record_fault_counts(count(faulty->injected_applied()), count(faulty->injected_not_applied()),
+                      count(faulty->injected_conflicts()), count(faulty->injected_too_old()));
 }
 
 void record_history(const history::Result& result) {
-  record_figure("history: operations checked (pushes, pops, empty pops, items left)",
+  record_figure(kOperationsChecked,
                 result.pushed + result.popped + result.empty_pops + result.remaining);
-  record_figure("history: violations (lost, duplicated, invented, out of order)",
-                result.violations);
+  record_figure(kViolations, result.violations);
 }
 
 }  // namespace kvq::testing
