@@ -5,6 +5,8 @@
 //   kvq_set   a kvq transaction: read one key, set one key (one Range + one Txn)
 //   pq_push   kvq::PriorityQueue::push (random priority 0..99)
 //   pq_pop    kvq::PriorityQueue::pop_min on a prefilled queue
+//   pq_push_comb, pq_pop_comb   the same with flat combining (PriorityQueueOptions::combine): the
+//             threads pushing (popping) at once share one etcd Txn
 // at 1, 4 and 16 client threads. Starts its own 1-member etcd on free loopback ports (data on
 // $TMPDIR, --unsafe-no-fsync) unless --endpoints host:port[,...] is given.
 //
@@ -179,23 +181,29 @@ int main(int argc, char** argv) {
     }));
   }
 #ifdef KVQ_BENCH_HAVE_PQ
-  for (int clients : client_counts) {
-    kvq::PriorityQueue pq(db, kvq::Subspace(kvq::Tuple().append("pq").append(clients)));
-    rows.push_back(run("pq_push", clients, seconds, [&](int c, long n) {
-      try {
-        pq.push(value, static_cast<std::int64_t>((c * 7919 + n * 104729) % 100));
-        return true;
-      } catch (const kvq::Error&) {
-        return false;
-      }
-    }));
-    rows.push_back(run("pq_pop", clients, seconds, [&](int, long) {
-      try {
-        return pq.pop_min().has_value();
-      } catch (const kvq::Error&) {
-        return false;
-      }
-    }));
+  for (bool combine : {false, true}) {
+    const std::string suffix = combine ? "_comb" : "";
+    kvq::PriorityQueueOptions options;
+    options.combine = combine;
+    for (int clients : client_counts) {
+      kvq::PriorityQueue pq(
+          db, kvq::Subspace(kvq::Tuple().append("pq").append(suffix).append(clients)), options);
+      rows.push_back(run("pq_push" + suffix, clients, seconds, [&](int c, long n) {
+        try {
+          pq.push(value, static_cast<std::int64_t>((c * 7919 + n * 104729) % 100));
+          return true;
+        } catch (const kvq::Error&) {
+          return false;
+        }
+      }));
+      rows.push_back(run("pq_pop" + suffix, clients, seconds, [&](int, long) {
+        try {
+          return pq.pop_min().has_value();
+        } catch (const kvq::Error&) {
+          return false;
+        }
+      }));
+    }
   }
 #endif
   const unsigned cores = std::thread::hardware_concurrency();

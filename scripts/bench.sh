@@ -143,12 +143,18 @@ run_etcd() {
   "$build/bench/etcd_bench" --endpoints "$etcd_endpoints" --clients 1,16 --seconds "$seconds" \
     --json >"$out/etcd3.json"
   local er='[.results[] | select(.op == $o and .clients == 16)] | first.ops_per_s'
-  verdict "etcd (3 members) pushes / raw Txn, 16 clients" \
-    "$(jq --arg o pq_push "$er" "$out/etcd3.json")" "$(jq --arg o raw_txn "$er" "$out/etcd3.json")" 2
-  bench_json etcd3-hc --db "etcd://$etcd_endpoints" bench --kinds queue --modes hc --ops pop \
-    --clients 1,16 --prefill 20000
-  verdict "etcd (3 members) hc pops 16/1" \
-    "$(rate queue hc pop 16 "$out/etcd3-hc.json")" "$(rate queue hc pop 1 "$out/etcd3-hc.json")" 1.0
+  local push
+  for push in pq_push pq_push_comb; do
+    verdict "etcd (3 members) $push / raw Txn, 16 clients" \
+      "$(jq --arg o $push "$er" "$out/etcd3.json")" "$(jq --arg o raw_txn "$er" "$out/etcd3.json")" 2
+  done
+  for combine in "" --combine; do
+    local name=etcd3-hc${combine:+-combined} c=${combine:+"+c"}
+    bench_json "$name" --db "etcd://$etcd_endpoints" bench --kinds queue --modes hc --ops pop \
+      --clients 1,16 --prefill 20000 $combine
+    verdict "etcd (3 members) hc pops 16/1${combine:+ (combined)}" \
+      "$(rate queue "hc$c" pop 16 "$out/$name.json")" "$(rate queue "hc$c" pop 1 "$out/$name.json")" 1.0
+  done
   etcd_cluster_url="etcd://$etcd_endpoints"
 }
 
