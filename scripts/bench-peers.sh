@@ -4,7 +4,8 @@
 #   - Redis 7 (sorted set: ZADD / ZPOPMIN, one connection per client, no pipelining), without
 #     persistence and with appendfsync always;
 #   - PostgreSQL 15 (INSERT / DELETE ... FOR UPDATE SKIP LOCKED), synchronous_commit on and off;
-#   - kvq on memory, and on RocksDB with sync on and off (plain and high-contention pops);
+#   - kvq on memory, and on RocksDB with sync on and off (plain and high-contention pops; memory
+#     and RocksDB with sync on also with flat combining, -comb);
 # at 1, 16 and 32 clients, interleaved in one run. Servers come from Debian's packages, listen on
 # loopback ports with their own temporary data directories, and are stopped by process id.
 # Writes docs/peers.md (table) and docs/peers.png (ops/s against clients).
@@ -106,10 +107,11 @@ bench_postgres() {  # bench_postgres SYNC CLIENTS
 }
 
 # --- kvq ---------------------------------------------------------------------------------------
-bench_kvq() {  # bench_kvq NAME URL CLIENTS
+bench_kvq() {  # bench_kvq NAME URL CLIENTS [--combine]
   local name=$1 url=$2 c=$3
+  shift 3
   "$build/kvq" --db "$url" bench --kinds pq --modes plain,hc --ops push,pop --clients "$c" \
-    --seconds "$seconds" --json |
+    --seconds "$seconds" --json "$@" |
     jq -r '.results[] | [.mode, .op, .ops_per_s] | @tsv' |
     while IFS=$'\t' read -r mode op rate; do
       [ "$op" = push ] && [ "$mode" = hc ] && continue  # pushes do not depend on the pop mode
@@ -127,10 +129,13 @@ start_postgres
 for c in $clients; do
   echo "bench-peers: $c clients"
   bench_kvq kvq-memory memory: "$c"
+  bench_kvq kvq-memory-comb memory: "$c" --combine
   bench_redis redis-nopersist "$nopersist_port" "$c"
   bench_postgres off "$c"
   rm -rf "$work/kvq-sync" "$work/kvq-nosync"
   bench_kvq kvq-rocksdb-sync "rocksdb:$work/kvq-sync" "$c"
+  rm -rf "$work/kvq-sync"
+  bench_kvq kvq-rocksdb-sync-comb "rocksdb:$work/kvq-sync" "$c" --combine
   bench_redis redis-always "$always_port" "$c"
   bench_postgres on "$c"
   bench_kvq kvq-rocksdb-nosync "rocksdb:$work/kvq-nosync?sync=false" "$c"

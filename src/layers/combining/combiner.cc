@@ -5,21 +5,40 @@ namespace kvq::combining {
 void Combiner::submit(Request& r, const Serve& serve) {
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(&r);
-  r.cv_.wait(lock, [&] { return r.done_ || queue_.front() == &r; });
-  if (!r.done_) {
-    // This thread leads: serve the group queued now, outside the lock (others keep queueing).
-    std::vector<Request*> group = take_group();
+  if (queue_.front() != &r) {
     lock.unlock();
-    std::exception_ptr error;
-    try {
-      serve(group);
-    } catch (...) {
-      error = std::current_exception();
+    r.wake_.wait();  // posted once: served by a leader, or made the leader
+    if (!r.done_) {
+      lock.lock();
+      lead(r, lock, serve);
     }
-    lock.lock();
-    finish(group, error);
+  } else {
+    lead(r, lock, serve);
   }
   if (r.error_) std::rethrow_exception(r.error_);
+}
+
+// Serves the group queued now, `r` (at the front) first, outside the lock (others keep queueing);
+// then marks it done and, with the lock released, wakes its followers and the next leader.
+void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve) {
+  std::vector<Request*> group = take_group();
+  lock.unlock();
+  std::exception_ptr error;
+  try {
+    serve(group);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  lock.lock();
+  Request* next_leader = finish(group, error);
+  lock.unlock();
+  // The next leader first, so that the next group forms while the followers wake. Each post may
+  // let its request's thread return and destroy the request: nothing of a request is touched after
+  // its post.
+  if (next_leader != nullptr) next_leader->wake_.post();
+  for (Request* q : group) {
+    if (q != &r) q->wake_.post();
+  }
 }
 
 // The requests at the front of the queue that fit in one group (left in the queue until done, so
@@ -36,17 +55,17 @@ std::vector<Request*> Combiner::take_group() {
   return group;
 }
 
-// Marks the group done (with `error`), wakes its threads, and wakes the next leader. Under mu_.
-void Combiner::finish(const std::vector<Request*>& group, const std::exception_ptr& error) {
+// Marks the group done (with `error`) and takes it off the queue; returns the request now at the
+// front (the next leader), or nullptr. Under mu_.
+Request* Combiner::finish(const std::vector<Request*>& group, const std::exception_ptr& error) {
   for (Request* q : group) {
     queue_.pop_front();
     q->error_ = error;
     q->done_ = true;
-    q->cv_.notify_one();
   }
   ++groups_;
   requests_ += group.size();
-  if (!queue_.empty()) queue_.front()->cv_.notify_one();
+  return queue_.empty() ? nullptr : queue_.front();
 }
 
 std::size_t Combiner::groups() const {

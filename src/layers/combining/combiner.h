@@ -3,7 +3,9 @@
 // thread at the front leads: it takes the requests queued at that moment (up to a count and a
 // weight), serves them all with one call of its serve function (one transaction, for the queue
 // layers), marks each done, wakes their threads and the next leader, and returns. A follower only
-// waits on its own condition variable: no extra thread, no polling.
+// waits on its own semaphore, posted once (served, or made the leader) after the leader has let go
+// of the queue's lock, so a woken follower never blocks again on that lock: no extra thread, no
+// polling, one wake-up per request.
 //
 // Requests are served in the order they were submitted. If serve throws, every request of its
 // group gets that exception (the group is one transaction: it took effect for all or none).
@@ -16,7 +18,8 @@
 #ifndef KVQ_SRC_LAYERS_COMBINING_COMBINER_H_
 #define KVQ_SRC_LAYERS_COMBINING_COMBINER_H_
 
-#include <condition_variable>
+#include <semaphore.h>
+
 #include <cstddef>
 #include <deque>
 #include <exception>
@@ -26,6 +29,29 @@
 
 namespace kvq::combining {
 
+// A one-shot wake-up: wait() blocks until post(). A POSIX semaphore, because glibc (since 2.21)
+// lets the waiter destroy it as soon as wait() returns, even while post() is still in its futex
+// call; std::binary_semaphore gives no such promise, and libstdc++'s spins with sched_yield
+// before it sleeps, which on two cores with many waiters costs more than it saves.
+class Wakeup {
+ public:
+  Wakeup() { sem_init(&sem_, 0, 0); }
+  ~Wakeup() { sem_destroy(&sem_); }
+  Wakeup(const Wakeup&) = delete;
+  Wakeup& operator=(const Wakeup&) = delete;
+
+  // Lets wait() return; at most once per wait.
+  void post() { sem_post(&sem_); }
+  // Returns after post() (at once if it came first).
+  void wait() {
+    while (sem_wait(&sem_) != 0) {
+    }  // only EINTR: a signal handler ran
+  }
+
+ private:
+  sem_t sem_;
+};
+
 // One submitted operation; derive to add its arguments and results. Owned by its submitter (on
 // its stack), which the Combiner does not copy.
 struct Request {
@@ -34,9 +60,9 @@ struct Request {
 
  private:
   friend class Combiner;
-  bool done_ = false;
+  bool done_ = false;  // written under the Combiner's lock before wake_ is posted
   std::exception_ptr error_;
-  std::condition_variable cv_;
+  Wakeup wake_;
 };
 
 // Bounds of one group. The first request of a group is always taken (so heavy requests are served,
@@ -65,8 +91,9 @@ class Combiner {
   std::size_t requests() const;
 
  private:
+  void lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve);
   std::vector<Request*> take_group();
-  void finish(const std::vector<Request*>& group, const std::exception_ptr& error);
+  Request* finish(const std::vector<Request*>& group, const std::exception_ptr& error);
 
   GroupLimits limits_;
   mutable std::mutex mu_;
