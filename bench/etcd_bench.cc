@@ -42,30 +42,34 @@ namespace {
 
 namespace pb = ::etcdserverpb;
 
+// What one call of an op did.
+enum class Outcome { kDone, kEmpty, kError };  // kEmpty: a pop found the queue empty
+
 struct Row {
   std::string op;
   int clients = 0;
   long ops = 0;
+  long empty = 0;
   long errors = 0;
   double seconds = 0;
   double rate() const { return seconds > 0 ? static_cast<double>(ops) / seconds : 0; }
 };
 
-// Runs `op(client, n)` on `clients` threads for `seconds`; op returns false on a (counted) error.
+// Runs `op(client, n)` on `clients` threads for `seconds`, counting what each call did.
 template <typename Op>
 Row run(const std::string& name, int clients, double seconds, Op op) {
   std::atomic<bool> stop{false};
-  std::atomic<long> ops{0}, errors{0};
+  std::atomic<long> ops{0}, empty{0}, errors{0};
   std::vector<std::thread> threads;
   const auto t0 = std::chrono::steady_clock::now();
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       long n = 0;
       while (!stop.load(std::memory_order_relaxed)) {
-        if (op(c, n++)) {
-          ops.fetch_add(1, std::memory_order_relaxed);
-        } else {
-          errors.fetch_add(1, std::memory_order_relaxed);
+        switch (op(c, n++)) {
+          case Outcome::kDone: ops.fetch_add(1, std::memory_order_relaxed); break;
+          case Outcome::kEmpty: empty.fetch_add(1, std::memory_order_relaxed); break;
+          case Outcome::kError: errors.fetch_add(1, std::memory_order_relaxed); break;
         }
       }
     });
@@ -77,10 +81,13 @@ Row run(const std::string& name, int clients, double seconds, Op op) {
   r.op = name;
   r.clients = clients;
   r.ops = ops;
+  r.empty = empty;
   r.errors = errors;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
+
+Outcome done_if(bool ok) { return ok ? Outcome::kDone : Outcome::kError; }
 
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> out;
@@ -145,7 +152,7 @@ int main(int argc, char** argv) {
       pb::PutResponse resp;
       grpc::ClientContext ctx;
       deadline(ctx);
-      return kv->Put(&ctx, req, &resp).ok();
+      return done_if(kv->Put(&ctx, req, &resp).ok());
     }));
     rows.push_back(run("raw_txn", clients, seconds, [&](int c, long n) {
       std::string key = "bench/" + run_id + "/txn/" + std::to_string(c) + "/" + std::to_string(n);
@@ -161,7 +168,7 @@ int main(int argc, char** argv) {
       pb::TxnResponse resp;
       grpc::ClientContext ctx;
       deadline(ctx);
-      return kv->Txn(&ctx, req, &resp).ok() && resp.succeeded();
+      return done_if(kv->Txn(&ctx, req, &resp).ok() && resp.succeeded());
     }));
   }
   auto db = kvq::open("etcd://" + endpoints + "?prefix=bench/" + run_id + "/kvq/" +
@@ -174,9 +181,9 @@ int main(int argc, char** argv) {
           tr.get(key);
           tr.set(key, value);
         });
-        return true;
+        return Outcome::kDone;
       } catch (const kvq::Error&) {
-        return false;
+        return Outcome::kError;
       }
     }));
   }
@@ -191,16 +198,16 @@ int main(int argc, char** argv) {
       rows.push_back(run("pq_push" + suffix, clients, seconds, [&](int c, long n) {
         try {
           pq.push(value, static_cast<std::int64_t>((c * 7919 + n * 104729) % 100));
-          return true;
+          return Outcome::kDone;
         } catch (const kvq::Error&) {
-          return false;
+          return Outcome::kError;
         }
       }));
       rows.push_back(run("pq_pop" + suffix, clients, seconds, [&](int, long) {
         try {
-          return pq.pop_min().has_value();
+          return pq.pop_min().has_value() ? Outcome::kDone : Outcome::kEmpty;
         } catch (const kvq::Error&) {
-          return false;
+          return Outcome::kError;
         }
       }));
     }
@@ -213,18 +220,19 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::printf(
-          "%s{\"op\": \"%s\", \"clients\": %d, \"ops\": %ld, \"errors\": %ld, "
-          "\"seconds\": %.3f, \"ops_per_s\": %.1f}",
-          i ? ", " : "", r.op.c_str(), r.clients, r.ops, r.errors, r.seconds, r.rate());
+          "%s{\"op\": \"%s\", \"clients\": %d, \"ops\": %ld, \"empty\": %ld, "
+          "\"errors\": %ld, \"seconds\": %.3f, \"ops_per_s\": %.1f}",
+          i ? ", " : "", r.op.c_str(), r.clients, r.ops, r.empty, r.errors, r.seconds, r.rate());
     }
     std::printf("]}\n");
   } else {
     std::printf("etcd_bench: %u cores, etcd at %s, %.1f s per measurement, kvq options '%s'\n",
                 cores, endpoints.c_str(), seconds, kvq_options.c_str());
-    std::printf("%-8s %8s %10s %8s %12s\n", "op", "clients", "ops", "errors", "ops/s");
+    std::printf("%-12s %8s %10s %8s %8s %12s\n", "op", "clients", "ops", "empty", "errors",
+                "ops/s");
     for (const Row& r : rows) {
-      std::printf("%-8s %8d %10ld %8ld %12.1f\n", r.op.c_str(), r.clients, r.ops, r.errors,
-                  r.rate());
+      std::printf("%-12s %8d %10ld %8ld %8ld %12.1f\n", r.op.c_str(), r.clients, r.ops, r.empty,
+                  r.errors, r.rate());
     }
   }
   return 0;

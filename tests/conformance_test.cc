@@ -156,6 +156,54 @@ TEST_P(ConformanceTest, LimitedRangeReadFetchesPastKeysClearedLocally) {
   EXPECT_EQ(tr.get_range("k", "l", {.reverse = true}).size(), 10u);
 }
 
+// get_ranges returns what the get_range calls would, whether it is a transaction's first read
+// (etcd: one Txn fixes the read version) or a later one, over the transaction's own writes too.
+TEST_P(ConformanceTest, GetRangesReturnsWhatEachGetRangeWould) {
+  for (int i = 0; i < 40; ++i) put("g" + std::to_string(100 + i), "v" + std::to_string(i));
+  const std::vector<RangeRead> reads = {
+      {"g100", "g110", {.limit = 1, .reverse = true, .snapshot = true}},
+      {"g110", "g130", {.limit = 3}},
+      {"g", "h", {}},
+      {"g120", "g120", {.limit = 1}},  // empty range
+      {"g130", "g140", {.limit = 2, .reverse = true}},
+      {"x", "y", {.limit = 1}},  // nothing there
+  };
+  for (bool first_read : {true, false}) {
+    Transaction tr = db_->create_transaction();
+    if (!first_read) tr.get("g101");
+    tr.set("g1055", "own");
+    tr.clear("g139");
+    tr.clear_range("g112", "g115");
+    const std::vector<std::vector<KeyValue>> together = tr.get_ranges(reads);
+    ASSERT_EQ(together.size(), reads.size());
+    for (std::size_t i = 0; i < reads.size(); ++i) {
+      EXPECT_EQ(together[i], tr.get_range(reads[i].begin, reads[i].end, reads[i].options))
+          << "read " << i << (first_read ? " (first read)" : "");
+    }
+  }
+  // A write committed between them does not show: all at one read version.
+  Transaction tr = db_->create_transaction();
+  const auto before = tr.get_ranges(reads);
+  put("g1000", "late");
+  EXPECT_EQ(tr.get_range("g", "h"), before[2]);
+}
+
+TEST_P(ConformanceTest, GetRangesConflictsAsTheSingleReadsWould) {
+  for (int i = 0; i < 10; ++i) put("c" + std::to_string(i), "v");
+  Transaction tr = db_->create_transaction();
+  const std::vector<RangeRead> reads = {{"c0", "c5", {.limit = 1}},
+                                        {"c5", "c9", {.limit = 1, .snapshot = true}}};
+  tr.get_ranges(reads);
+  put("c7", "w");  // only a snapshot read saw c5..c9: no conflict
+  tr.set("out", "1");
+  EXPECT_NO_THROW(tr.commit());
+  Transaction tr2 = db_->create_transaction();
+  tr2.get_ranges(reads);
+  put("c0", "w");  // the first read returned c0: conflict
+  tr2.set("out", "2");
+  EXPECT_THROW(tr2.commit(), Error);
+}
+
 TEST_P(ConformanceTest, AtomicAddIsReadBackByGetAndRangeReads) {
   put("n", le64(5));
   Transaction tr = db_->create_transaction();

@@ -100,6 +100,13 @@ struct RangeOptions {
   bool snapshot = false;
 };
 
+// One read of Transaction::get_ranges: the arguments of a get_range call.
+struct RangeRead {
+  std::string_view begin;
+  std::string_view end;
+  RangeOptions options;
+};
+
 // Per-transaction options; they survive on_error() retries and are cleared by reset().
 struct TransactionOptions {
   // Abort with transaction_timed_out (1031) once this much time has passed since the transaction
@@ -156,6 +163,11 @@ class Transaction {
   // options.snapshot. Throws inverted_range if begin > end.
   std::vector<KeyValue> get_range(std::string_view begin, std::string_view end,
                                   RangeOptions options = {});
+  // Several get_range calls at once: result i is what get_range(reads[i]...) would return, with
+  // the same read conflicts and errors, as if they were called in order. An engine with round
+  // trips (etcd) fetches them in one request where it can, so a layer that knows the ranges it
+  // needs pays one round trip instead of one per range.
+  std::vector<std::vector<KeyValue>> get_ranges(std::span<const RangeRead> reads);
 
   // Buffers key = value. Throws key_too_large / value_too_large / transaction_too_large; on a
   // throw nothing is buffered.

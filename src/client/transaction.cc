@@ -31,6 +31,10 @@ std::vector<KeyValue> Transaction::get_range(std::string_view begin, std::string
                                              RangeOptions options) {
   return live(state_).get_range(begin, end, options);
 }
+
+std::vector<std::vector<KeyValue>> Transaction::get_ranges(std::span<const RangeRead> reads) {
+  return live(state_).get_ranges(reads);
+}
 void Transaction::set(std::string_view key, std::string_view value) {
   live(state_).set(key, value);
 }

@@ -136,6 +136,23 @@ std::vector<KeyValue> TransactionState::get_range(std::string_view begin, std::s
   return out;
 }
 
+std::vector<std::vector<KeyValue>> TransactionState::get_ranges(std::span<const RangeRead> reads) {
+  check_usable();
+  // The first fetch of each read's merge (range_merge.h) asks the store for exactly its range and
+  // limit; later fetches (after local clears hide pairs) go to the store one by one.
+  std::vector<engine::RangeQuery> queries;
+  for (const RangeRead& r : reads) {
+    if (r.begin < r.end && r.options.limit >= 0) {
+      queries.push_back({r.begin, r.end, r.options.limit, r.options.reverse});
+    }
+  }
+  if (queries.size() > 1) session().prefetch(queries);
+  std::vector<std::vector<KeyValue>> out;
+  out.reserve(reads.size());
+  for (const RangeRead& r : reads) out.push_back(get_range(r.begin, r.end, r.options));
+  return out;
+}
+
 Version TransactionState::get_read_version() {
   check_usable();
   Version v = session().read_version();

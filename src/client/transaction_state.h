@@ -45,6 +45,8 @@ class TransactionState {
   std::optional<std::string> get(std::string_view key, bool snapshot);
   std::vector<KeyValue> get_range(std::string_view begin, std::string_view end,
                                   const RangeOptions& options);
+  // get_range of each read, the engine asked first for all the ranges the reads will fetch.
+  std::vector<std::vector<KeyValue>> get_ranges(std::span<const RangeRead> reads);
   Version get_read_version();
 
   // ---- writes (transaction_state.cc) ----

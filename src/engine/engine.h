@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,14 @@ struct CommitResult {
   std::string versionstamp;  // 10 bytes: version (8, big-endian) + order in batch (2, big-endian)
 };
 
+// The arguments of one Session::get_range call.
+struct RangeQuery {
+  std::string_view begin;
+  std::string_view end;
+  int limit = 0;
+  bool reverse = false;
+};
+
 // One transaction's view of the engine: reads at one read version, then at most one commit.
 // Used by one thread at a time. Errors are thrown as kvq::Error (transaction_too_old, ...).
 class Session {
@@ -72,6 +81,11 @@ class Session {
   // most `limit` of them (0 = no limit).
   virtual std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
                                           bool reverse) = 0;
+  // A hint that get_range will be called with each of `queries` soon: an engine with round trips
+  // may fetch them all in one and answer those calls from what it fetched (the same results at
+  // the same read version). Never changes a result; errors surface in the get_range calls.
+  // Default: nothing.
+  virtual void prefetch(std::span<const RangeQuery> queries) { (void)queries; }
   // Commits `request` (whose read_version, if not -1, is this session's). Throws not_committed,
   // commit_unknown_result, transaction_too_old, ...
   virtual CommitResult commit(CommitRequest request) = 0;

@@ -14,6 +14,7 @@
 #include "common/random.h"
 #include "kvq/error.h"
 #include "layers/contention/end_windows.h"
+#include "layers/item_keys.h"
 #include "layers/item_store.h"
 
 namespace kvq::detail {
@@ -58,15 +59,20 @@ void ItemStore::check_fits(Transaction& tr, std::size_t count) {
                   " operations, less a small reserve): split the batch; nothing was written");
 }
 
-// Writes `items` at consecutive positions per priority (one snapshot read per priority), with the
-// given random parts, and adds them to the size counter.
+// Writes `items` at consecutive positions per priority (one snapshot read per priority, made
+// together), with the given random parts, and adds them to the size counter.
 void ItemStore::write_batch(Transaction& tr, std::span<const PushItem> items,
                             const std::vector<std::string>& randoms) {
   std::map<std::int64_t, std::int64_t> position;  // priority -> next position
+  for (const PushItem& item : items) position.try_emplace(item.priority, 0);
+  std::vector<std::int64_t> priorities;
+  for (const auto& [priority, unused] : position) priorities.push_back(priority);
+  const std::vector<std::int64_t> next =
+      next_item_positions(tr, subspace_, items_, prioritized_, priorities);
+  for (std::size_t i = 0; i < priorities.size(); ++i) position[priorities[i]] = next[i];
   for (std::size_t i = 0; i < items.size(); ++i) {
-    auto [it, fresh] = position.try_emplace(items[i].priority, 0);
-    if (fresh) it->second = next_position(tr, items[i].priority);
-    tr.set(pack_item(items[i].priority, it->second++, randoms[i]), items[i].value);
+    tr.set(pack_item(items[i].priority, position[items[i].priority]++, randoms[i]),
+           items[i].value);
   }
   contention::add_size(tr, items_, static_cast<std::int64_t>(items.size()));
   check_fits(tr, items.size());

@@ -59,15 +59,24 @@ std::optional<std::int64_t> item_pushed_us(std::string_view random) {
 std::int64_t next_item_position(Transaction& tr, const Subspace& subspace,
                                 const contention::ItemRange& items, bool prioritized,
                                 std::int64_t priority) {
+  return next_item_positions(tr, subspace, items, prioritized, std::span(&priority, 1))[0];
+}
+
+std::vector<std::int64_t> next_item_positions(Transaction& tr, const Subspace& subspace,
+                                              const contention::ItemRange& items, bool prioritized,
+                                              std::span<const std::int64_t> priorities) {
   if (!prioritized) {
     // The recipe's last_index: a snapshot read of the last item, so pushes never conflict.
     auto last = contention::read_end(tr, items, contention::Side::kBack, 1, /*snapshot=*/true);
     std::int64_t index = last.empty() ? 0 : subspace.unpack(last[0].key).get_int(0);
     if (index == INT64_MAX) throw Error(ErrorCode::kInternalError, "queue: index overflow");
-    return index + 1;
+    return std::vector<std::int64_t>(priorities.size(), index + 1);
   }
-  auto last = contention::read_last_of_priority(tr, items, priority);
-  return last ? subspace.unpack(last->key).get_int(1) + 1 : 0;
+  std::vector<std::int64_t> out;
+  for (const auto& last : contention::read_last_of_priorities(tr, items, priorities)) {
+    out.push_back(last ? subspace.unpack(last->key).get_int(1) + 1 : 0);
+  }
+  return out;
 }
 
 std::string pack_item_key(const Subspace& subspace, bool prioritized, std::int64_t priority,

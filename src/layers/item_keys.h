@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvq/database.h"
 #include "kvq/subspace.h"
@@ -38,6 +40,11 @@ std::optional<std::int64_t> item_pushed_us(std::string_view random);
 std::int64_t next_item_position(Transaction& tr, const Subspace& subspace,
                                 const contention::ItemRange& items, bool prioritized,
                                 std::int64_t priority);
+// next_item_position of each of `priorities` (distinct), with their reads made together
+// (contention::read_last_of_priorities).
+std::vector<std::int64_t> next_item_positions(Transaction& tr, const Subspace& subspace,
+                                              const contention::ItemRange& items, bool prioritized,
+                                              std::span<const std::int64_t> priorities);
 // The item key at `position` (Queue: (position, random); PriorityQueue: (priority, position,
 // random)).
 std::string pack_item_key(const Subspace& subspace, bool prioritized, std::int64_t priority,

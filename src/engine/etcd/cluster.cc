@@ -38,6 +38,13 @@ pb::RangeResponse Cluster::range(pb::RangeRequest request, std::string_view what
   return response;
 }
 
+grpc::Status Cluster::read_txn(const pb::TxnRequest& request, pb::TxnResponse* response) {
+  return read_rpc([&](const Stubs& stubs, grpc::ClientContext& ctx) {
+    response->Clear();
+    return stubs.kv->Txn(&ctx, request, response);
+  });
+}
+
 std::size_t Cluster::commit_endpoint() {
   std::size_t i = preferred();
   if (endpoints_.size() == 1 || !endpoints_[i]->known_down()) return i;

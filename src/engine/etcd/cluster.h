@@ -51,6 +51,11 @@ class Cluster {
   // member has not applied that revision yet. Throws as throw_rpc_error.
   etcdserverpb::RangeResponse range(etcdserverpb::RangeRequest request, std::string_view what);
 
+  // A read-only Txn (range operations only) with failover, as range(); returns its status
+  // instead of throwing (callers that can do without it).
+  grpc::Status read_txn(const etcdserverpb::TxnRequest& request,
+                        etcdserverpb::TxnResponse* response);
+
   // Sends a commit Txn, preferring a member whose channel is not known down. Retries on other
   // endpoints only while the failure shows the request never left this process; any other
   // transport failure is commit_unknown_result. Throws as throw_rpc_error.

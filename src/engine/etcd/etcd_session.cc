@@ -58,18 +58,23 @@ std::vector<KeyValue> EtcdSession::get_range(std::string_view begin, std::string
   return out;
 }
 
+pb::RangeRequest EtcdSession::page_request(std::string from, std::string to, int limit,
+                                            bool reverse) {
+  pb::RangeRequest request;
+  request.set_key(std::move(from));
+  request.set_range_end(std::move(to));
+  if (limit > 0) request.set_limit(std::max(limit + 1, 16));
+  if (reverse) {
+    request.set_sort_order(pb::RangeRequest::DESCEND);
+    request.set_sort_target(pb::RangeRequest::KEY);
+  }
+  return request;
+}
+
 Records EtcdSession::read_records(std::string from, std::string to, int limit, bool reverse) {
   Records records;
-  const int page = limit > 0 ? std::max(limit + 1, 16) : 0;
   for (;;) {
-    pb::RangeRequest request;
-    request.set_key(from);
-    request.set_range_end(to);
-    if (page > 0) request.set_limit(page);
-    if (reverse) {
-      request.set_sort_order(pb::RangeRequest::DESCEND);
-      request.set_sort_target(pb::RangeRequest::KEY);
-    }
+    pb::RangeRequest request = page_request(from, to, limit, reverse);
     pb::RangeResponse response = read(request, "get_range");
     const bool more = response.more() && response.kvs_size() > 0;
     std::string last = response.kvs_size() > 0 ? response.kvs(response.kvs_size() - 1).key() : "";
@@ -109,12 +114,55 @@ std::size_t EtcdSession::operations(const std::vector<KeyRange>& read_conflicts,
   return txn_operations(compares, writes, shape.needs_stamp);
 }
 
-pb::RangeResponse EtcdSession::read(pb::RangeRequest& request, std::string_view what) {
+void EtcdSession::prefetch(std::span<const RangeQuery> queries) {
+  const std::size_t max_ops = std::max<std::size_t>(cluster_->options().max_txn_ops, 1);
+  pb::TxnRequest txn;
+  for (const RangeQuery& q : queries) {
+    if (static_cast<std::size_t>(txn.success_size()) == max_ops) break;
+    pb::RangeRequest request = page_request(cluster_->codec().encode(q.begin),
+                                            cluster_->codec().encode(q.end), q.limit, q.reverse);
+    pin_to_revision(request);
+    *txn.add_success()->mutable_request_range() = std::move(request);
+  }
+  pb::TxnResponse response;
+  if (!cluster_->read_txn(txn, &response).ok() ||
+      response.responses_size() != txn.success_size()) {
+    return;
+  }
+  const Version revision = response.header().revision();
+  if (revision_ < 0) {
+    // The Txn is this session's first read: it fixes the read version, as read() would.
+    if (txn.success(0).request_range().serializable() && revision < cluster_->latest_seen()) {
+      return;  // answered from behind what this process already saw: let the reads go alone
+    }
+    revision_ = revision;
+    cluster_->saw(revision_);
+  }
+  for (int i = 0; i < response.responses_size(); ++i) {
+    pb::RangeRequest request = txn.success(i).request_range();
+    pin_to_revision(request);  // as read() will ask it, now that the revision is fixed
+    pb::RangeResponse* range = response.mutable_responses(i)->mutable_response_range();
+    *range->mutable_header() = response.header();  // a Txn answers all its ranges at one revision
+    prefetched_[request.SerializeAsString()] = std::move(*range);
+  }
+}
+
+void EtcdSession::pin_to_revision(pb::RangeRequest& request) const {
   if (revision_ >= 0) {
     request.set_revision(revision_);
     request.set_serializable(true);
   } else if (cluster_->options().fast_first_read) {
     request.set_serializable(true);
+  }
+}
+
+pb::RangeResponse EtcdSession::read(pb::RangeRequest& request, std::string_view what) {
+  pin_to_revision(request);
+  if (auto it = prefetched_.find(request.SerializeAsString()); it != prefetched_.end()) {
+    pb::RangeResponse response = std::move(it->second);
+    prefetched_.erase(it);
+    note_response(response);
+    return response;
   }
   pb::RangeResponse response = cluster_->range(request, what);
   if (revision_ < 0 && request.serializable() &&
@@ -123,12 +171,16 @@ pb::RangeResponse EtcdSession::read(pb::RangeRequest& request, std::string_view 
     request.set_serializable(false);
     response = cluster_->range(request, what);
   }
+  note_response(response);
+  return response;
+}
+
+void EtcdSession::note_response(const pb::RangeResponse& response) {
   if (revision_ < 0) {
     revision_ = response.header().revision();
     cluster_->saw(revision_);
   }
   for (const mvccpb::KeyValue& kv : response.kvs()) seen_[kv.key()] = kv.mod_revision();
-  return response;
 }
 
 }  // namespace kvq::engine::etcd

@@ -10,8 +10,10 @@
 #ifndef KVQ_SRC_ENGINE_ETCD_ETCD_SESSION_H_
 #define KVQ_SRC_ENGINE_ETCD_ETCD_SESSION_H_
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +33,10 @@ class EtcdSession : public Session {
   std::optional<std::string> get(std::string_view key) override;
   std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
                                   bool reverse) override;
+  // Sends the first page request of each query's read_records in one read-only Txn (at this
+  // session's revision; the first read of the session fixes it) and keeps the answers for those
+  // reads. Best effort: if the Txn fails, the reads go one by one and report their own errors.
+  void prefetch(std::span<const RangeQuery> queries) override;
   CommitResult commit(CommitRequest request) override;
   // What etcd counts against --max-txn-ops for a commit of these reads and writes now (see
   // txn_operations): compares and write ops are counted, not built; values are not copied.
@@ -38,9 +44,17 @@ class EtcdSession : public Session {
                          const std::vector<Mutation>& mutations) override;
 
  private:
-  // A read at this session's revision (the first read fixes the revision). Records every etcd
-  // record seen, for the deletion pins at commit.
+  // A read at this session's revision (the first read fixes the revision), answered from the
+  // prefetched responses if one was fetched for this very request. Records every etcd record
+  // seen, for the deletion pins at commit.
   etcdserverpb::RangeResponse read(etcdserverpb::RangeRequest& request, std::string_view what);
+  // Sets what a read at this session's revision asks (revision, serializable).
+  void pin_to_revision(etcdserverpb::RangeRequest& request) const;
+  // Notes the revision and records of a response to a read of this session.
+  void note_response(const etcdserverpb::RangeResponse& response);
+  // The first page request read_records makes for [from, to).
+  static etcdserverpb::RangeRequest page_request(std::string from, std::string to, int limit,
+                                                 bool reverse);
   // The etcd records of [from, to) (already encoded), in pages, until `limit` whole kvq keys
   // (base and every delta) are in hand (0 = all).
   google::protobuf::RepeatedPtrField<mvccpb::KeyValue> read_records(std::string from,
@@ -53,6 +67,8 @@ class EtcdSession : public Session {
   std::shared_ptr<Cluster> cluster_;
   Version revision_ = -1;
   SeenRecords seen_;
+  // Answers of prefetch(), by the serialized request they answer; each is used once.
+  std::map<std::string, etcdserverpb::RangeResponse> prefetched_;
 };
 
 }  // namespace kvq::engine::etcd

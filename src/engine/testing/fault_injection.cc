@@ -101,6 +101,7 @@ class FaultInjectionEngine::FaultySession final : public Session {
     maybe_too_old();
     return base_->get_range(begin, end, limit, reverse);
   }
+  void prefetch(std::span<const RangeQuery> queries) override { base_->prefetch(queries); }
   CommitResult commit(CommitRequest request) override {
     const Fault fault = owner_->draw_commit();
     if (fault == Fault::kNotApplied) {

@@ -79,6 +79,16 @@ std::vector<KeyValue> read_two_parts(Transaction& tr, const std::string& begin,
   return near;
 }
 
+// Remembers item key `key` as the last of its priority (for the next push's window).
+void remember_tail(const ItemRange& items, const std::string& key) {
+  if (!items.hints) return;
+  auto p = place_of(items, key);
+  if (!p) return;
+  std::lock_guard lock(items.hints->mu);
+  if (items.hints->tails.size() >= kMaxTails) items.hints->tails.clear();
+  items.hints->tails[p->priority] = p->position;
+}
+
 }  // namespace
 
 std::shared_ptr<EndHints> make_end_hints() { return std::make_shared<EndHints>(); }
@@ -107,26 +117,45 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
   return out;
 }
 
-std::optional<KeyValue> read_last_of_priority(Transaction& tr, const ItemRange& items,
-                                              std::int64_t priority) {
-  const KeyRange all = Subspace::from_raw_prefix(items.begin.substr(0, items.prefix_size))
-                           .range(Tuple().append(priority));
-  std::optional<std::string> bound;
-  if (items.hints) {
+std::vector<std::optional<KeyValue>> read_last_of_priorities(
+    Transaction& tr, const ItemRange& items, std::span<const std::int64_t> priorities) {
+  const Subspace items_space = Subspace::from_raw_prefix(items.begin.substr(0, items.prefix_size));
+  std::vector<KeyRange> all;
+  std::vector<std::optional<std::string>> bounds;
+  for (std::int64_t priority : priorities) {
+    all.push_back(items_space.range(Tuple().append(priority)));
+    bounds.emplace_back();
+    if (!items.hints) continue;
     std::lock_guard lock(items.hints->mu);
     auto it = items.hints->tails.find(priority);
-    if (it != items.hints->tails.end()) bound = bound_at(items, {priority, it->second}, -kWindow);
+    if (it != items.hints->tails.end()) bounds.back() = bound_at(items, {priority, it->second}, -kWindow);
   }
-  auto last = read_two_parts(tr, all.begin, all.end, bound, Side::kBack, 1, /*snapshot=*/true);
-  if (last.empty()) return std::nullopt;
-  if (items.hints) {
-    if (auto p = place_of(items, last[0].key)) {
-      std::lock_guard lock(items.hints->mu);
-      if (items.hints->tails.size() >= kMaxTails) items.hints->tails.clear();
-      items.hints->tails[priority] = p->position;
+  // The window next to each hint (or the whole priority) in one go; then the rest of the
+  // priorities whose window was empty, one by one (read_two_parts).
+  std::vector<RangeRead> windows;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const bool windowed = bounds[i] && *bounds[i] > all[i].begin && *bounds[i] < all[i].end;
+    if (!windowed) bounds[i].reset();
+    windows.push_back({bounds[i] ? *bounds[i] : all[i].begin, all[i].end,
+                       {.limit = 1, .reverse = true, .snapshot = true}});
+  }
+  std::vector<std::vector<KeyValue>> near = tr.get_ranges(windows);
+  std::vector<std::optional<KeyValue>> out;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (near[i].empty() && bounds[i]) {
+      near[i] = tr.get_range(all[i].begin, *bounds[i], {.limit = 1, .reverse = true, .snapshot = true});
     }
+    out.emplace_back();
+    if (near[i].empty()) continue;
+    remember_tail(items, near[i][0].key);
+    out.back() = std::move(near[i][0]);
   }
-  return std::move(last[0]);
+  return out;
+}
+
+std::optional<KeyValue> read_last_of_priority(Transaction& tr, const ItemRange& items,
+                                              std::int64_t priority) {
+  return std::move(read_last_of_priorities(tr, items, std::span(&priority, 1))[0]);
 }
 
 }  // namespace kvq::contention

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "kvq/database.h"
@@ -39,6 +40,10 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
 // The last item of priority `priority` (PriorityQueue pushes), by a snapshot read.
 std::optional<KeyValue> read_last_of_priority(Transaction& tr, const ItemRange& items,
                                               std::int64_t priority);
+// read_last_of_priority of each of `priorities`, their windows read together (Transaction::
+// get_ranges: one round trip on etcd for a push batch of many priorities).
+std::vector<std::optional<KeyValue>> read_last_of_priorities(
+    Transaction& tr, const ItemRange& items, std::span<const std::int64_t> priorities);
 
 }  // namespace kvq::contention
 
