@@ -22,6 +22,7 @@
 #include "engine/testing/scheduling_engine.h"
 #include "kvq/kvq.h"
 #include "tools/kvq/history.h"
+#include "tools/kvq/simulated_structure.h"
 
 namespace kvq::cli {
 namespace {
@@ -53,6 +54,8 @@ QueueOptions queue_options(std::uint64_t seed) {
   return o;
 }
 
+using history::PopKind;
+
 // A random duration of [lo, hi] ms.
 milliseconds between_ms(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
   return milliseconds(lo +
@@ -60,214 +63,9 @@ milliseconds between_ms(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) 
 }
 
 // The structure a seed runs, from the seed: a third each.
-enum class Structure { kQueue, kPriorityQueue, kFairQueue };
-
 Structure structure_of(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ (kMix >> 2));
   return static_cast<Structure>(rng() % 3);
-}
-
-const char* structure_name(Structure s) {
-  switch (s) {
-    case Structure::kQueue:
-      return "Queue";
-    case Structure::kPriorityQueue:
-      return "PriorityQueue";
-    case Structure::kFairQueue:
-      return "FairQueue";
-  }
-  return "";
-}
-
-// What a client pushes: a value (unique in the run), its priority (PriorityQueue) and its tenant
-// (FairQueue).
-struct Item {
-  std::string value;
-  std::int64_t priority = 0;
-  std::string tenant;
-};
-
-using history::PopKind;
-
-// The structure under test as the clients call it; `kind` picks a PriorityQueue's end (kMin,
-// kMax) and is kFifo for the others. Calls go straight to the structure's own operations.
-class Target {
- public:
-  virtual ~Target() = default;
-  // One push (with `delay`), or one push_batch of `items` (one tenant; no delay).
-  virtual void push(const std::vector<Item>& items, milliseconds delay) = 0;
-  virtual std::optional<std::string> pop(PopKind kind) = 0;
-  virtual std::optional<std::string> pop_wait(PopKind kind, milliseconds timeout) = 0;
-  // One take (n == 1) or one take_batch of up to n.
-  virtual std::vector<Lease> take(PopKind kind, std::size_t n, milliseconds vt) = 0;
-  virtual std::optional<Lease> take_wait(PopKind kind, milliseconds vt, milliseconds timeout) = 0;
-  virtual void ack(const Lease& lease) = 0;
-  virtual void nack(const Lease& lease, milliseconds delay) = 0;
-  // Items ready, delayed, leased or dead letters.
-  virtual std::int64_t left() = 0;
-};
-
-std::int64_t left_in(const QueueStats& s) {
-  return s.ready + s.leased + s.delayed + s.dead_letters;
-}
-
-std::vector<std::string> values_of(const std::vector<Item>& items) {
-  std::vector<std::string> values;
-  for (const Item& i : items) values.push_back(i.value);
-  return values;
-}
-
-PushOptions delayed_by(milliseconds delay) {
-  PushOptions o;
-  o.delay = delay;
-  return o;
-}
-
-std::vector<Lease> as_leases(std::optional<Lease> l) {
-  std::vector<Lease> out;
-  if (l) out.push_back(std::move(*l));
-  return out;
-}
-
-// What the three structures share: one object under ("sim"), and ack / nack of its leases.
-template <typename Layer, typename Options>
-class TargetOn : public Target {
- public:
-  TargetOn(std::shared_ptr<Database> db, Options o)
-      : queue_(std::move(db), Subspace(Tuple().append("sim")), o) {}
-  void ack(const Lease& lease) override { queue_.ack(lease); }
-  void nack(const Lease& lease, milliseconds delay) override { queue_.nack(lease, delay); }
-
- protected:
-  Layer queue_;
-};
-
-class QueueTarget final : public TargetOn<Queue, QueueOptions> {
- public:
-  using TargetOn::TargetOn;
-
-  void push(const std::vector<Item>& items, milliseconds delay) override {
-    if (items.size() > 1) {
-      queue_.push_batch(values_of(items));
-    } else {
-      queue_.push(items[0].value, delayed_by(delay));
-    }
-  }
-  std::optional<std::string> pop(PopKind) override { return queue_.pop(); }
-  std::optional<std::string> pop_wait(PopKind, milliseconds timeout) override {
-    return queue_.pop_wait(timeout);
-  }
-  std::vector<Lease> take(PopKind, std::size_t n, milliseconds vt) override {
-    return n == 1 ? as_leases(queue_.take(vt)) : queue_.take_batch(n, vt);
-  }
-  std::optional<Lease> take_wait(PopKind, milliseconds vt, milliseconds timeout) override {
-    return queue_.take_wait(vt, timeout);
-  }
-  std::int64_t left() override { return left_in(queue_.stats()); }
-};
-
-class PriorityTarget final : public TargetOn<PriorityQueue, QueueOptions> {
- public:
-  using TargetOn::TargetOn;
-
-  void push(const std::vector<Item>& items, milliseconds delay) override {
-    if (items.size() > 1) {
-      std::vector<std::pair<std::string, std::int64_t>> batch;
-      for (const Item& i : items) batch.emplace_back(i.value, i.priority);
-      queue_.push_batch(batch);
-    } else {
-      queue_.push(items[0].value, items[0].priority, delayed_by(delay));
-    }
-  }
-  std::optional<std::string> pop(PopKind kind) override {
-    return kind == PopKind::kMax ? queue_.pop_max() : queue_.pop_min();
-  }
-  std::optional<std::string> pop_wait(PopKind kind, milliseconds timeout) override {
-    return kind == PopKind::kMax ? queue_.pop_max_wait(timeout) : queue_.pop_min_wait(timeout);
-  }
-  std::vector<Lease> take(PopKind kind, std::size_t n, milliseconds vt) override {
-    if (kind == PopKind::kMax) {
-      return n == 1 ? as_leases(queue_.take_max(vt)) : queue_.take_max_batch(n, vt);
-    }
-    return n == 1 ? as_leases(queue_.take_min(vt)) : queue_.take_min_batch(n, vt);
-  }
-  std::optional<Lease> take_wait(PopKind kind, milliseconds vt, milliseconds timeout) override {
-    return kind == PopKind::kMax ? queue_.take_max_wait(vt, timeout)
-                                 : queue_.take_min_wait(vt, timeout);
-  }
-  std::int64_t left() override { return left_in(queue_.stats()); }
-};
-
-// A FairQueue has no take_batch: the clients take one at a time (n is 1).
-class FairTarget final : public TargetOn<FairQueue, FairQueueOptions> {
- public:
-  using TargetOn::TargetOn;
-
-  void push(const std::vector<Item>& items, milliseconds delay) override {
-    if (items.size() > 1) {
-      queue_.push_batch(items[0].tenant, values_of(items));
-    } else {
-      queue_.push(items[0].tenant, items[0].value, delayed_by(delay));
-    }
-  }
-  std::optional<std::string> pop(PopKind) override { return value_of(queue_.pop()); }
-  std::optional<std::string> pop_wait(PopKind, milliseconds timeout) override {
-    return value_of(queue_.pop_wait(timeout));
-  }
-  std::vector<Lease> take(PopKind, std::size_t, milliseconds vt) override {
-    return as_leases(queue_.take(vt));
-  }
-  std::optional<Lease> take_wait(PopKind, milliseconds vt, milliseconds timeout) override {
-    return queue_.take_wait(vt, timeout);
-  }
-  std::int64_t left() override {
-    std::int64_t n = 0;
-    for (const FairTenantStats& t : queue_.stats()) {
-      n += t.ready + t.delayed + t.leased + t.dead_letters;
-    }
-    return n;
-  }
-
- private:
-  static std::optional<std::string> value_of(std::optional<FairItem> item) {
-    if (!item) return std::nullopt;
-    return std::move(item->value);
-  }
-};
-
-std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, QueueOptions o) {
-  switch (s) {
-    case Structure::kQueue:
-      return std::make_unique<QueueTarget>(std::move(db), o);
-    case Structure::kPriorityQueue:
-      return std::make_unique<PriorityTarget>(std::move(db), o);
-    case Structure::kFairQueue:
-      break;
-  }
-  return std::make_unique<FairTarget>(std::move(db), FairQueueOptions{});
-}
-
-// The first pair of turns that breaks round-robin in `tenants` (the tenants of successive pops,
-// all weights 1, no push meanwhile): a tenant served twice while another that still had items
-// (it is served later) was not served in between. "" if none.
-std::string round_robin_break(const std::vector<std::string>& tenants) {
-  std::unordered_map<std::string, std::size_t> last_turn;
-  for (std::size_t j = 0; j < tenants.size(); ++j) {
-    auto it = last_turn.find(tenants[j]);
-    if (it != last_turn.end()) {
-      const std::size_t i = it->second;
-      for (std::size_t k = j + 1; k < tenants.size(); ++k) {
-        const auto first = tenants.begin() + static_cast<std::ptrdiff_t>(i + 1);
-        const auto last = tenants.begin() + static_cast<std::ptrdiff_t>(j);
-        if (tenants[k] != tenants[j] && std::find(first, last, tenants[k]) == last) {
-          return tenants[j] + " served at turns " + std::to_string(i) + " and " +
-                 std::to_string(j) + " while " + tenants[k] + " waited";
-        }
-      }
-    }
-    last_turn[tenants[j]] = j;
-  }
-  return "";
 }
 
 // The seed's world: the clock, the faulty scheduled database, the structure, and what happened.
@@ -567,7 +365,7 @@ class World {
 
   void check_probe(std::vector<std::string> expected, std::vector<std::string> popped,
                    const std::vector<std::string>& tenants) {
-    if (const std::string why = round_robin_break(tenants); !why.empty()) {
+    if (const std::string why = history::round_robin_break(tenants); !why.empty()) {
       problem("fairness probe: round-robin broken: " + why);
     }
     // Within a tenant, in push order: the popped values of one tenant are increasing.
