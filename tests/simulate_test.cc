@@ -1,6 +1,6 @@
-// `kvq simulate` (docs/simulation.md): 1,000 seeds of clients on a work Queue under injected faults
-// in simulated time pass the whole-history check, and a seed replays to the same history in
-// another process.
+// `kvq simulate` (docs/simulation.md): 1,000 seeds of clients on a work Queue, a PriorityQueue or a
+// FairQueue under injected faults in simulated time pass the whole-history check, every structure
+// is simulated, and a seed replays to the same history in another process.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -76,6 +76,13 @@ TEST_F(SimulateTest, ManySeedsPassTheHistoryCheck) {
       << out;
   EXPECT_EQ(line_starting(out, "faults:").find(" 0,"), std::string::npos)
       << "every kind of fault was injected: " << out;
+  long long queues = 0, priority_queues = 0, fair_queues = 0;
+  std::sscanf(line_starting(out, "structures:").c_str(),
+              "structures: Queue %lld seeds, PriorityQueue %lld, FairQueue %lld", &queues,
+              &priority_queues, &fair_queues);
+  EXPECT_GT(queues, 0) << out;
+  EXPECT_GT(priority_queues, 0) << out;
+  EXPECT_GT(fair_queues, 0) << out;
 }
 
 TEST_F(SimulateTest, ASeedReplaysToTheSameHistoryInAnotherProcess) {

@@ -1,9 +1,10 @@
-// `kvq simulate`: deterministic simulation of clients on a work Queue under injected faults, in
-// simulated time, one reproducible run per seed (tools/kvq/simulation.h), each checked as a whole
-// and run twice to check it is deterministic.
+// `kvq simulate`: deterministic simulation of clients on a work Queue, a PriorityQueue or a
+// FairQueue under injected faults, in simulated time, one reproducible run per seed
+// (tools/kvq/simulation.h), each checked as a whole and run twice to check it is deterministic.
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "tools/kvq/commands.h"
@@ -20,7 +21,9 @@ struct Totals {
   std::int64_t high_contention = 0, waits = 0, waits_empty = 0, delayed_pushes = 0,
                delayed_nacks = 0;
   std::uint64_t unknown_applied = 0, unknown_not_applied = 0, conflicts = 0, too_old = 0;
-  std::uint64_t digest = 0;  // of the seeds' digests, in order
+  std::int64_t fairness_pops = 0;
+  std::map<std::string, std::int64_t> structures;  // seeds per structure
+  std::uint64_t digest = 0;                        // of the seeds' digests, in order
 
   void add(const SeedResult& r) {
     ++seeds;
@@ -34,6 +37,8 @@ struct Totals {
     leases_lost += r.leases_lost;
     redeliveries += r.redeliveries;
     high_contention += r.high_contention ? 1 : 0;
+    fairness_pops += r.fairness_pops;
+    ++structures[r.structure];
     waits += r.waits;
     waits_empty += r.waits_empty;
     delayed_pushes += r.delayed_pushes;
@@ -66,6 +71,11 @@ void run_one(std::uint64_t seed, Totals& t) {
   }
 }
 
+std::int64_t at(const std::map<std::string, std::int64_t>& counts, const std::string& key) {
+  auto it = counts.find(key);
+  return it == counts.end() ? 0 : it->second;
+}
+
 void print_summary(const SimulateOptions& o, const Totals& t, double real_seconds) {
   std::printf("kvq simulate: %" PRIu64 " seeds (%" PRIu64 "..%" PRIu64
               "), each run twice; %.1f s real, %.0f s simulated\n",
@@ -76,6 +86,10 @@ void print_summary(const SimulateOptions& o, const Totals& t, double real_second
   std::printf("  pushed %" PRId64 ", delivered %" PRId64 " (popped %" PRId64 ", acked %" PRId64
               "), redelivered %" PRId64 ", leases lost %" PRId64 "\n",
               t.pushed, t.popped + t.acked, t.popped, t.acked, t.redeliveries, t.leases_lost);
+  std::printf("  structures: Queue %" PRId64 " seeds, PriorityQueue %" PRId64 ", FairQueue %" PRId64
+              " (fairness probes: %" PRId64 " pops)\n",
+              at(t.structures, "Queue"), at(t.structures, "PriorityQueue"),
+              at(t.structures, "FairQueue"), t.fairness_pops);
   std::printf("  high-contention seeds %" PRId64 "; blocking waits %" PRId64 " (%" PRId64
               " timed out empty); delayed pushes %" PRId64 ", delayed nacks %" PRId64 "\n",
               t.high_contention, t.waits, t.waits_empty, t.delayed_pushes, t.delayed_nacks);
@@ -101,10 +115,11 @@ int run_simulate(const SimulateOptions& o) {
 
 void add_simulate_command(CLI::App& app, Context& ctx) {
   auto opts = std::make_shared<SimulateOptions>();
-  auto* sim = app.add_subcommand(
-      "simulate",
-      "deterministic simulation: per seed, clients on a work Queue of a memory: database with "
-      "injected faults, in simulated time; checks each whole history (exit 1 if one fails)");
+  auto* sim = app.add_subcommand("simulate",
+                                 "deterministic simulation: per seed, clients on a work Queue, "
+                                 "PriorityQueue or FairQueue of a "
+                                 "memory: database with injected faults, in simulated time; checks "
+                                 "each whole history (exit 1 if one fails)");
   sim->add_option("--seeds,-n", opts->seeds, "number of seeds to run")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}))
       ->capture_default_str();

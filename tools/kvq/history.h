@@ -10,6 +10,7 @@
 //    before the pop started, and X's pop started after it ended, or X was never popped);
 //  - empty pops: a pop that returned nothing did not run while an item was in the queue during
 //    the whole pop.
+// and, for a FairQueue's pops run one after another, round-robin (round_robin_break).
 // All checks run in O(n log n).
 #ifndef KVQ_TOOLS_KVQ_HISTORY_H_
 #define KVQ_TOOLS_KVQ_HISTORY_H_
@@ -266,6 +267,29 @@ inline void check_fifo(const Matching& m, Result& r) {
 }
 
 }  // namespace detail
+
+// The first pair of turns that breaks round-robin in `tenants` (the tenants of successive pops,
+// all weights 1, no push meanwhile): a tenant served twice while another that still had items
+// (it is served later) was not served in between. "" if none.
+inline std::string round_robin_break(const std::vector<std::string>& tenants) {
+  std::unordered_map<std::string, std::size_t> last_turn;
+  for (std::size_t j = 0; j < tenants.size(); ++j) {
+    auto it = last_turn.find(tenants[j]);
+    if (it != last_turn.end()) {
+      const std::size_t i = it->second;
+      for (std::size_t k = j + 1; k < tenants.size(); ++k) {
+        const auto first = tenants.begin() + static_cast<std::ptrdiff_t>(i + 1);
+        const auto last = tenants.begin() + static_cast<std::ptrdiff_t>(j);
+        if (tenants[k] != tenants[j] && std::find(first, last, tenants[k]) == last) {
+          return tenants[j] + " served at turns " + std::to_string(i) + " and " +
+                 std::to_string(j) + " while " + tenants[k] + " waited";
+        }
+      }
+    }
+    last_turn[tenants[j]] = j;
+  }
+  return "";
+}
 
 // Checks a whole history (the file comment lists what). `remaining`: values still in the queue at
 // the end (e.g. from a final drain that is not part of `pops`); usually empty when the run drains

@@ -1,8 +1,10 @@
 // The workload and the check of one seed of `kvq simulate` (simulation.h).
 #include "tools/kvq/simulation.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -10,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -19,6 +22,7 @@
 #include "engine/testing/scheduling_engine.h"
 #include "kvq/kvq.h"
 #include "tools/kvq/history.h"
+#include "tools/kvq/simulated_structure.h"
 
 namespace kvq::cli {
 namespace {
@@ -50,33 +54,46 @@ QueueOptions queue_options(std::uint64_t seed) {
   return o;
 }
 
+using history::PopKind;
+
 // A random duration of [lo, hi] ms.
 milliseconds between_ms(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
   return milliseconds(lo +
                       static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo + 1)));
 }
 
-// The seed's world: the clock, the faulty scheduled database, the queue, and what happened.
+// The structure a seed runs, from the seed: a third each.
+Structure structure_of(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ (kMix >> 2));
+  return static_cast<Structure>(rng() % 3);
+}
+
+// The seed's world: the clock, the faulty scheduled database, the structure, and what happened.
 // Only one client runs at a time (the clock's baton hands over under a mutex), so the history
 // needs no lock of its own.
 class World {
  public:
   explicit World(std::uint64_t seed)
       : seed_(seed),
+        structure_(structure_of(seed)),
         faults_(std::make_shared<engine::FaultInjectionEngine>(
             std::make_shared<engine::SchedulingEngine>(open("memory:")->engine(), clock_),
             fault_options(seed))),
         db_(std::make_shared<Database>(faults_, "simulated-memory:")),
-        queue_(db_, Subspace(Tuple().append("sim")), queue_options(seed)) {
+        target_(make_target(structure_, db_, queue_options(seed))) {
     result_.seed = seed;
-    result_.high_contention = queue_options(seed).high_contention;
+    result_.structure = structure_name(structure_);
+    result_.high_contention =
+        structure_ != Structure::kFairQueue && queue_options(seed).high_contention;
     mix(result_.high_contention ? 2 : 1);
+    mix(static_cast<std::uint64_t>(structure_));
     common::seed_thread_random(seed);  // the drain runs on this thread
   }
 
   SeedResult run() {
     run_clients();
     drain();
+    if (structure_ == Structure::kFairQueue) probe_fairness();
     check();
     return std::move(result_);
   }
@@ -118,105 +135,121 @@ class World {
   void one_operation(int me, std::mt19937_64& rng) {
     const std::uint64_t pick = rng() % 13;
     if (pick < 3) {
-      push(me, {new_value(me)});
+      push(me, {new_item(me, rng)});
     } else if (pick == 3) {
-      std::vector<std::string> values;
-      for (std::uint64_t n = 2 + rng() % 3; n > 0; --n) values.push_back(new_value(me));
-      push(me, values);
+      std::vector<Item> items{new_item(me, rng)};
+      for (std::uint64_t n = 1 + rng() % 3; n > 0; --n) {
+        items.push_back(new_item(me, rng));
+        items.back().tenant = items[0].tenant;  // a batch is one tenant's
+      }
+      push(me, items);
     } else if (pick == 4) {
-      push_delayed(me, between_ms(rng, 1, 5000));
+      push_delayed(me, new_item(me, rng), between_ms(rng, 1, 5000));
     } else if (pick < 7) {
-      pop(me);
+      pop(me, pop_kind(rng));
     } else if (pick == 7) {
-      pop_wait(me, between_ms(rng, 500, 5000));
+      pop_wait(me, pop_kind(rng), between_ms(rng, 500, 5000));
     } else if (pick == 8) {
-      take_wait(me, rng);
+      take_wait(me, pop_kind(rng), rng);
     } else {
-      take(me, rng, pick == 12 ? 2 + rng() % 2 : 1);
+      const bool batch = pick == 12 && structure_ != Structure::kFairQueue;
+      take(me, pop_kind(rng), rng, batch ? 2 + rng() % 2 : 1);
     }
   }
 
-  std::string new_value(int me) {
-    return "c" + std::to_string(me) + "-" + std::to_string(next_value_[me]++);
+  // A PriorityQueue pops its low end three times in four; the others have one end.
+  PopKind pop_kind(std::mt19937_64& rng) const {
+    if (structure_ != Structure::kPriorityQueue) return PopKind::kFifo;
+    return rng() % 4 == 0 ? PopKind::kMax : PopKind::kMin;
   }
 
-  void push(int me, const std::vector<std::string>& values) {
+  static const char* kind_suffix(PopKind kind) {
+    return kind == PopKind::kMin ? "_min" : kind == PopKind::kMax ? "_max" : "";
+  }
+
+  // A new value of client `me`, with a priority of 0..3 (PriorityQueue: equal priorities meet
+  // often) or one of three tenants (FairQueue).
+  Item new_item(int me, std::mt19937_64& rng) {
+    Item item;
+    item.value = "c" + std::to_string(me) + "-" + std::to_string(next_value_[me]++);
+    if (structure_ == Structure::kPriorityQueue) {
+      item.priority = static_cast<std::int64_t>(rng() % 4);
+    } else if (structure_ == Structure::kFairQueue) {
+      item.tenant = "t" + std::to_string(rng() % 3);
+    }
+    return item;
+  }
+
+  void push(int me, const std::vector<Item>& items) {
     const std::int64_t start = tick();
-    if (values.size() == 1) {
-      queue_.push(values[0]);
-    } else {
-      queue_.push_batch(values);
-    }
+    target_->push(items, milliseconds(0));
     const std::int64_t end = tick();
-    for (const std::string& v : values) {
-      pushes_.push_back({v, 0, start, end});
-      trace(me, "push", v);
-    }
+    for (const Item& i : items) record_push(me, "push", i, start, end);
     ++result_.operations;
-    result_.pushed += static_cast<std::int64_t>(values.size());
   }
 
   // A push invisible for `delay`: recorded, but left out of the order and empty-pop checks
   // (it is not ready before its due time, and goes to the back when it comes due).
-  void push_delayed(int me, milliseconds delay) {
-    const std::string v = new_value(me);
+  void push_delayed(int me, const Item& item, milliseconds delay) {
     const std::int64_t start = tick();
-    PushOptions o;
-    o.delay = delay;
-    queue_.push(v, o);
-    pushes_.push_back({v, 0, start, tick()});
-    delayed_.insert(v);
-    trace(me, "push_delayed", v);
+    target_->push({item}, delay);
+    record_push(me, "push_delayed", item, start, tick());
+    delayed_.insert(item.value);
     ++result_.operations;
-    ++result_.pushed;
     ++result_.delayed_pushes;
   }
 
-  void pop_wait(int me, milliseconds timeout) {
+  void record_push(int me, std::string_view op, const Item& item, std::int64_t start,
+                   std::int64_t end) {
+    pushes_.push_back({item.value, item.priority, start, end});
+    tenant_of_[item.value] = item.tenant;
+    trace(me, op, item.value);
+    ++result_.pushed;
+  }
+
+  void pop_wait(int me, PopKind kind, milliseconds timeout) {
     const std::int64_t start = tick();
-    std::optional<std::string> v = queue_.pop_wait(timeout);
+    std::optional<std::string> v = target_->pop_wait(kind, timeout);
     ++result_.operations;
     ++result_.waits;
     if (!v) ++result_.waits_empty;
-    delivered(me, "pop_wait", v, start, tick(), /*final=*/true);
+    delivered(me, std::string("pop_wait") + kind_suffix(kind), kind, v, start, tick(),
+              /*final=*/true);
     if (v) ++result_.popped;
   }
 
-  void take_wait(int me, std::mt19937_64& rng) {
+  void take_wait(int me, PopKind kind, std::mt19937_64& rng) {
     const milliseconds vt = between_ms(rng, 1000, 5000);
     const milliseconds timeout = between_ms(rng, 500, 5000);
     const std::int64_t start = tick();
-    std::optional<Lease> l = queue_.take_wait(vt, timeout);
+    std::optional<Lease> l = target_->take_wait(kind, vt, timeout);
     const std::int64_t end = tick();
     ++result_.operations;
     ++result_.waits;
     if (!l) ++result_.waits_empty;
-    delivered(me, "take_wait", l ? std::optional<std::string>(l->value) : std::nullopt, start, end,
+    delivered(me, std::string("take_wait") + kind_suffix(kind), kind,
+              l ? std::optional<std::string>(l->value) : std::nullopt, start, end,
               /*final=*/false);
     if (l) settle(me, rng, *l, vt);
   }
 
-  void pop(int me) {
+  void pop(int me, PopKind kind) {
     const std::int64_t start = tick();
-    std::optional<std::string> v = queue_.pop();
+    std::optional<std::string> v = target_->pop(kind);
     ++result_.operations;
-    delivered(me, "pop", v, start, tick(), /*final=*/true);
+    delivered(me, std::string("pop") + kind_suffix(kind), kind, v, start, tick(), /*final=*/true);
     if (v) ++result_.popped;
   }
 
-  void take(int me, std::mt19937_64& rng, std::uint64_t n) {
+  void take(int me, PopKind kind, std::mt19937_64& rng, std::uint64_t n) {
     const milliseconds vt(1000 + static_cast<std::int64_t>(rng() % 4000));
     const std::int64_t start = tick();
-    std::vector<Lease> leases;
-    if (n == 1) {
-      if (std::optional<Lease> l = queue_.take(vt)) leases.push_back(std::move(*l));
-    } else {
-      leases = queue_.take_batch(n, vt);
-    }
+    const std::vector<Lease> leases = target_->take(kind, n, vt);
     const std::int64_t end = tick();
     ++result_.operations;
-    if (leases.empty()) delivered(me, "take", std::nullopt, start, end, /*final=*/false);
-    for (const Lease& l : leases) delivered(me, "take", l.value, start, end, /*final=*/false);
+    const std::string op = std::string("take") + kind_suffix(kind);
+    if (leases.empty()) delivered(me, op, kind, std::nullopt, start, end, /*final=*/false);
+    for (const Lease& l : leases) delivered(me, op, kind, l.value, start, end, /*final=*/false);
     for (const Lease& l : leases) settle(me, rng, l, vt);
   }
 
@@ -235,9 +268,10 @@ class World {
         nack(me, rng, lease);
         return;
       }
-      queue_.ack(lease);
+      target_->ack(lease);
       ++result_.acked;
-      delivered(me, "ack", lease.value, start, tick(), /*final=*/true, /*first_possible=*/false);
+      delivered(me, "ack", PopKind::kFifo, lease.value, start, tick(), /*final=*/true,
+                /*first_possible=*/false);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kLeaseLost) throw;
       ++result_.leases_lost;
@@ -249,53 +283,108 @@ class World {
   // only first deliveries are ordered, so the checks need no change).
   void nack(int me, std::mt19937_64& rng, const Lease& lease) {
     const milliseconds delay = rng() % 2 == 0 ? milliseconds(0) : between_ms(rng, 1, 3000);
-    queue_.nack(lease, delay);
+    target_->nack(lease, delay);
     if (delay.count() > 0) ++result_.delayed_nacks;
     trace(me, delay.count() > 0 ? "nack_delayed" : "nack", lease.value);
   }
 
   // Records a delivery attempt: `value` (nullopt: the operation found nothing) was returned by
-  // a pop or take, or acked. `final`: it is the value's delivery (pop, ack).
-  void delivered(int me, std::string_view op, const std::optional<std::string>& value,
+  // a pop or take from end `kind`, or acked. `final`: it is the value's delivery (pop, ack).
+  void delivered(int me, std::string_view op, PopKind kind, const std::optional<std::string>& value,
                  std::int64_t start, std::int64_t end, bool final, bool first_possible = true) {
     trace(me, op, value.value_or("(none)"));
     if (!value) {
-      firsts_.push_back({history::PopKind::kFifo, std::nullopt, start, end});
+      firsts_.push_back({kind, std::nullopt, start, end});
       return;
     }
     if (finals_[*value] > 0) problem("delivered again after its delivery: " + *value);
     if (first_possible && seen_.insert(*value).second) {
-      firsts_.push_back({history::PopKind::kFifo, *value, start, end});
+      firsts_.push_back({kind, *value, start, end});
     } else if (first_possible) {
       ++result_.redeliveries;
     }
     if (final) ++finals_[*value];
   }
 
-  // No faults, an hour later (every lease has run out): pops until the queue is empty.
+  // The end of the structure the drain pops.
+  PopKind drain_kind() const {
+    return structure_ == Structure::kPriorityQueue ? PopKind::kMin : PopKind::kFifo;
+  }
+
+  // No faults, an hour later (every lease has run out): pops until the structure is empty.
   void drain() {
     faults_->set_options({});
     clock_.advance(std::chrono::hours(1));
     try {
       for (;;) {
         const std::int64_t start = tick();
-        std::optional<std::string> v = queue_.pop();
+        std::optional<std::string> v = target_->pop(drain_kind());
         ++result_.operations;
-        delivered(-1, "drain", v, start, tick(), /*final=*/true);
+        delivered(-1, "drain", drain_kind(), v, start, tick(), /*final=*/true);
         if (!v) break;
         ++result_.popped;
       }
-      const QueueStats s = queue_.stats();
-      if (s.ready + s.leased + s.delayed + s.dead_letters != 0) {
-        problem("the drained queue is not empty: " + std::to_string(s.leased) + " leased, " +
-                std::to_string(s.dead_letters) + " dead letters");
+      if (const std::int64_t left = target_->left(); left != 0) {
+        problem("the drained " + result_.structure + " is not empty: " + std::to_string(left) +
+                " items left (ready, delayed, leased or dead letters)");
       }
     } catch (const std::exception& e) {
       problem(std::string("drain: unexpected error: ") + e.what());
     }
   }
 
-  // The order and empty-pop checks over the items pushed without a delay.
+  // FairQueue, after the drain (one thread, no faults): 1-4 items for each of three tenants,
+  // then pops until empty; each item must come once, in its tenant's order, and the turns
+  // round-robin (docs/queues.md, "Fair queues").
+  void probe_fairness() {
+    std::mt19937_64 rng(seed_ ^ (kMix * 3));
+    std::vector<std::string> expected;
+    try {
+      for (int t = 0; t < 3; ++t) {
+        for (std::uint64_t n = 1 + rng() % 4; n > 0; --n) {
+          Item item{"probe-" + std::to_string(expected.size()), 0, "t" + std::to_string(t)};
+          target_->push({item}, milliseconds(0));
+          tenant_of_[item.value] = item.tenant;
+          expected.push_back(item.value);
+        }
+      }
+      std::vector<std::string> tenants;
+      std::vector<std::string> popped;
+      while (std::optional<std::string> v = target_->pop(PopKind::kFifo)) {
+        trace(-1, "probe", *v);
+        tenants.push_back(tenant_of_[*v]);
+        popped.push_back(std::move(*v));
+      }
+      result_.operations += static_cast<std::int64_t>(expected.size() + popped.size() + 1);
+      result_.fairness_pops += static_cast<std::int64_t>(popped.size());
+      check_probe(expected, popped, tenants);
+    } catch (const std::exception& e) {
+      problem(std::string("fairness probe: unexpected error: ") + e.what());
+    }
+  }
+
+  void check_probe(std::vector<std::string> expected, std::vector<std::string> popped,
+                   const std::vector<std::string>& tenants) {
+    if (const std::string why = history::round_robin_break(tenants); !why.empty()) {
+      problem("fairness probe: round-robin broken: " + why);
+    }
+    // Within a tenant, in push order: the popped values of one tenant are increasing.
+    std::unordered_map<std::string, std::size_t> last;
+    for (const std::string& v : popped) {
+      const std::size_t n = std::stoul(v.substr(6));
+      auto [it, first] = last.emplace(tenant_of_[v], n);
+      if (!first && it->second > n) problem("fairness probe: out of tenant order: " + v);
+      it->second = n;
+    }
+    std::sort(expected.begin(), expected.end());
+    std::sort(popped.begin(), popped.end());
+    if (expected != popped) problem("fairness probe: the pops are not the items pushed");
+  }
+
+  // The order checks over the items pushed without a delay (history.h): for a Queue, FIFO over
+  // first deliveries; for a PriorityQueue, priority order of every pop_min / pop_max (and takes)
+  // against the items ready throughout, and FIFO within one priority over first deliveries from
+  // the low end; for a FairQueue, FIFO within each tenant. Empty pops: all three.
   void check_order() {
     std::vector<history::Push> pushes;
     for (const history::Push& p : pushes_) {
@@ -305,8 +394,54 @@ class World {
     for (const history::Pop& p : firsts_) {
       if (!p.value || !delayed_.contains(*p.value)) firsts.push_back(p);
     }
-    const history::Result order = history::check(pushes, firsts);
-    for (const std::string& p : order.problems) problem(p);
+    switch (structure_) {
+      case Structure::kQueue:
+        report(history::check(pushes, firsts));
+        break;
+      case Structure::kPriorityQueue:
+        report(history::check(pushes, firsts));  // no kFifo pop: priorities and empty pops
+        check_fifo_within(pushes, firsts,
+                          [](const history::Push& p) { return std::to_string(p.priority); });
+        break;
+      case Structure::kFairQueue:
+        // As pop_min over one priority (every push has priority 0), the priority rule is void:
+        // this checks the matching and the empty pops.
+        for (history::Pop& p : firsts) p.kind = PopKind::kMin;
+        report(history::check(pushes, firsts));
+        check_fifo_within(pushes, firsts,
+                          [&](const history::Push& p) { return tenant_of_[p.value]; });
+        break;
+    }
+  }
+
+  // FIFO over first deliveries within each group of items (group_of(push)), leaving out the items
+  // first delivered from a PriorityQueue's high end (pop_max takes the newest of a priority).
+  template <typename GroupOf>
+  void check_fifo_within(const std::vector<history::Push>& pushes,
+                         const std::vector<history::Pop>& firsts, GroupOf group_of) {
+    std::unordered_set<std::string> from_top;
+    for (const history::Pop& p : firsts) {
+      if (p.value && p.kind == PopKind::kMax) from_top.insert(*p.value);
+    }
+    std::map<std::string, std::pair<std::vector<history::Push>, std::vector<history::Pop>>> groups;
+    std::unordered_map<std::string, std::string> group_by_value;
+    for (const history::Push& p : pushes) {
+      if (from_top.contains(p.value)) continue;
+      const std::string g = group_of(p);
+      group_by_value[p.value] = g;
+      groups[g].first.push_back(p);
+    }
+    for (const history::Pop& p : firsts) {
+      if (!p.value || from_top.contains(*p.value)) continue;
+      auto it = group_by_value.find(*p.value);
+      if (it == group_by_value.end()) continue;  // never pushed: the whole check reports it
+      groups[it->second].second.push_back({PopKind::kFifo, p.value, p.start, p.end});
+    }
+    for (const auto& [group, g] : groups) report(history::check(g.first, g.second));
+  }
+
+  void report(const history::Result& r) {
+    for (const std::string& p : r.problems) problem(p);
   }
 
   void check() {
@@ -339,16 +474,18 @@ class World {
   void problem(const std::string& what) { result_.problems.push_back(what); }
 
   const std::uint64_t seed_;
+  const Structure structure_;
   common::SimulatedClock clock_;
   common::ScopedClock installed_{clock_};
   std::shared_ptr<engine::FaultInjectionEngine> faults_;
   std::shared_ptr<Database> db_;
-  Queue queue_;
+  std::unique_ptr<Target> target_;
   SeedResult result_;
   std::int64_t tick_ = 0;
   std::uint64_t digest_ = kFnvOffset;
   std::unordered_map<int, int> next_value_;
   std::vector<history::Push> pushes_;
+  std::unordered_map<std::string, std::string> tenant_of_;  // value -> tenant (FairQueue)
   std::vector<history::Pop> firsts_;
   std::unordered_map<std::string, int> finals_;
   std::unordered_set<std::string> seen_;

@@ -24,20 +24,20 @@ CommitResult Committer::commit(CommitRequest request) {
     check_operations(writes.ops.size());
     const pb::TxnRequest txn = build(request.read_version, std::move(writes));
     check_bytes(txn);
-    const pb::TxnResponse response = cluster_.commit_rpc(txn);
-    if (!response.succeeded()) {
+    const CommitAnswer answer = decode_commit_response(cluster_.commit_rpc(txn), stamped_);
+    if (answer.kind == CommitAnswer::kConflict) {
       throw Error(ErrorCode::kNotCommitted,
                   "etcd: a key this transaction read was written after its read version");
     }
-    if (stamped_ && !response.responses(0).response_txn().succeeded()) {
+    if (answer.kind == CommitAnswer::kSequencerMoved) {
       // Only the sequencer moved: nothing was applied; retry with its new value.
       if (attempt >= 1000) {
         throw Error(ErrorCode::kNotCommitted, "etcd: versionstamp sequencer kept moving");
       }
-      take_sequencer(response.responses(0).response_txn().responses(0).response_range());
+      sequencer_ = *answer.sequencer;
       continue;
     }
-    return finish(response, done, stamp);
+    return finish(answer.revision, done, stamp);
   }
 }
 
@@ -70,16 +70,7 @@ void Committer::check_bytes(const pb::TxnRequest& txn) const {
 void Committer::read_sequencer() {
   pb::RangeRequest rr;
   rr.set_key(cluster_.codec().sequencer_key());
-  take_sequencer(cluster_.range(rr, "versionstamp"));
-}
-
-void Committer::take_sequencer(const pb::RangeResponse& response) {
-  sequencer_ = Sequencer{};
-  sequencer_.floor = response.header().revision();
-  if (response.kvs_size() > 0) {
-    sequencer_.value = response.kvs(0).value();
-    sequencer_.mod = response.kvs(0).mod_revision();
-  }
+  sequencer_ = decode_sequencer(cluster_.range(rr, "versionstamp"));
 }
 
 std::uint64_t Committer::next_sequence() const {
@@ -113,16 +104,16 @@ pb::TxnRequest Committer::build(Version read_version, WriteOps writes) const {
   return txn;
 }
 
-CommitResult Committer::finish(const pb::TxnResponse& response, const Collapsed& done,
+CommitResult Committer::finish(std::int64_t revision, const Collapsed& done,
                                const std::string& stamp) {
   cluster_.count_batch();
-  cluster_.saw(response.header().revision());
+  cluster_.saw(revision);
   // Keep delta records few: now and then fold a key this commit added to.
   for (const auto& [key, runs] : done.deltas) {
     if (DeltaFolder::fold_dice()) DeltaFolder(cluster_).fold(key, DeltaFolder::kFoldOnCommit);
   }
   CommitResult result;
-  result.version = response.header().revision();
+  result.version = revision;
   result.versionstamp = stamped_ ? stamp
                                  : common::encode_be64(static_cast<std::uint64_t>(result.version)) +
                                        std::string(2, '\0');

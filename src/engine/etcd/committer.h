@@ -15,13 +15,13 @@
 #define KVQ_SRC_ENGINE_ETCD_COMMITTER_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
 #include "engine/etcd/cluster.h"
 #include "engine/etcd/collapse.h"
+#include "engine/etcd/responses.h"
 #include "engine/etcd/txn_builder.h"
 
 namespace kvq::engine::etcd {
@@ -38,28 +38,18 @@ class Committer {
   CommitResult commit(CommitRequest request);
 
  private:
-  // The sequencer key as last read: its value (absent = none), mod revision, and the revision
-  // at which it was read (stamps are above it).
-  struct Sequencer {
-    std::optional<std::string> value;
-    std::int64_t mod = 0;
-    std::int64_t floor = 0;
-  };
-
   void check_operations(std::size_t writes) const;
   void check_bytes(const etcdserverpb::TxnRequest& txn) const;
   void read_sequencer();
-  void take_sequencer(const etcdserverpb::RangeResponse& response);
   std::uint64_t next_sequence() const;
   etcdserverpb::TxnRequest build(Version read_version, WriteOps writes) const;
-  CommitResult finish(const etcdserverpb::TxnResponse& response, const Collapsed& done,
-                      const std::string& stamp);
+  CommitResult finish(std::int64_t revision, const Collapsed& done, const std::string& stamp);
 
   Cluster& cluster_;
   const SeenRecords& seen_;
   std::vector<etcdserverpb::Compare> compares_;
   bool stamped_ = false;
-  Sequencer sequencer_;
+  Sequencer sequencer_;  // as last read
 };
 
 }  // namespace kvq::engine::etcd

@@ -7,6 +7,7 @@
 #include "engine/etcd/committer.h"
 #include "engine/etcd/delta_folder.h"
 #include "engine/etcd/key_group.h"
+#include "engine/etcd/responses.h"
 
 namespace kvq::engine::etcd {
 
@@ -177,7 +178,7 @@ pb::RangeResponse EtcdSession::read(pb::RangeRequest& request, std::string_view 
 
 void EtcdSession::note_response(const pb::RangeResponse& response) {
   if (revision_ < 0) {
-    revision_ = response.header().revision();
+    revision_ = response_revision(response.header(), what);
     cluster_->saw(revision_);
   }
   for (const mvccpb::KeyValue& kv : response.kvs()) seen_[kv.key()] = kv.mod_revision();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/etcd/key_group.h"
+#include "engine/etcd/responses.h"
 #include "kvq/error.h"
 
 namespace kvq::engine::etcd {
@@ -113,22 +114,18 @@ class Watcher::Run {
 
   // True if `response` shows the value changed. Throws if the server cancelled the watch.
   bool fires(const pb::WatchResponse& response) {
-    if (response.canceled()) {
-      if (response.cancel_reason().find("permission denied") != std::string::npos) {
-        throw Error(
-            ErrorCode::kPermissionDenied,
-            "etcd watch: the etcd user may not read this key (" + response.cancel_reason() + ")");
-      }
-      if (response.compact_revision() <= 0) {
-        throw Error(ErrorCode::kConnectionFailed,
-                    "etcd watch: cancelled by server: " + response.cancel_reason());
-      }
-      // The start revision was compacted: compare with the current value instead.
-      if (current_value() != value_seen_) return true;
-      throw Error(ErrorCode::kTransactionTooOld,
-                  "etcd watch: start revision compacted and value unchanged; re-arm");
+    switch (decode_watch_response(response)) {
+      case WatchNews::kNothing:
+        return false;
+      case WatchNews::kEvents:
+        return current_value() != value_seen_;
+      case WatchNews::kCompacted:
+        // The start revision was compacted: compare with the current value instead.
+        if (current_value() != value_seen_) return true;
+        throw Error(ErrorCode::kTransactionTooOld,
+                    "etcd watch: start revision compacted and value unchanged; re-arm");
     }
-    return response.events_size() > 0 && current_value() != value_seen_;
+    return false;
   }
 
   // The current kvq value of the key (base plus deltas), at the latest revision.

@@ -1,0 +1,71 @@
+// The structures a seed of `kvq simulate` runs (simulation.h), behind the one interface its
+// clients call: a work Queue, a PriorityQueue or a FairQueue of the simulated database, under
+// the subspace ("sim").
+//
+// Example:
+//   std::unique_ptr<Target> t = make_target(Structure::kPriorityQueue, db, queue_options);
+//   t->push({{"v", 0, ""}}, std::chrono::milliseconds(0));
+//   std::optional<std::string> v = t->pop(history::PopKind::kFifo);
+#ifndef KVQ_TOOLS_KVQ_SIMULATED_STRUCTURE_H_
+#define KVQ_TOOLS_KVQ_SIMULATED_STRUCTURE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvq/kvq.h"
+#include "tools/kvq/history.h"
+
+namespace kvq::cli {
+
+// The structures a seed may run.
+enum class Structure { kQueue, kPriorityQueue, kFairQueue };
+
+// "Queue", "PriorityQueue" or "FairQueue".
+const char* structure_name(Structure s);
+
+// What a client pushes: a value (unique in the run), its priority (PriorityQueue) and its tenant
+// (FairQueue).
+struct Item {
+  std::string value;
+  std::int64_t priority = 0;
+  std::string tenant;
+};
+
+// The structure under test as the clients call it; `kind` picks a PriorityQueue's end (kMin,
+// kMax) and is kFifo for the others. Calls go straight to the structure's own operations.
+class Target {
+ public:
+  virtual ~Target() = default;
+  // Every call below throws what the structure's operation throws.
+  // One push (with `delay`), or one push_batch of `items` (one tenant; no delay).
+  virtual void push(const std::vector<Item>& items, std::chrono::milliseconds delay) = 0;
+  // One pop / blocking pop from `kind`'s end: the value (a FairQueue's without its tenant), or
+  // nullopt if nothing was ready (by `timeout`).
+  virtual std::optional<std::string> pop(history::PopKind kind) = 0;
+  virtual std::optional<std::string> pop_wait(history::PopKind kind,
+                                              std::chrono::milliseconds timeout) = 0;
+  // One take (n == 1) or one take_batch of up to n (a FairQueue: always one take) under leases of
+  // `vt`; empty if nothing was ready.
+  virtual std::vector<Lease> take(history::PopKind kind, std::size_t n,
+                                  std::chrono::milliseconds vt) = 0;
+  // One blocking take: the lease, or nullopt if nothing came by `timeout`.
+  virtual std::optional<Lease> take_wait(history::PopKind kind, std::chrono::milliseconds vt,
+                                         std::chrono::milliseconds timeout) = 0;
+  // Ack / nack (with `delay`) of a lease of this structure (lease_lost once it is gone).
+  virtual void ack(const Lease& lease) = 0;
+  virtual void nack(const Lease& lease, std::chrono::milliseconds delay) = 0;
+  // Items ready, delayed, leased or dead letters.
+  virtual std::int64_t left() = 0;
+};
+
+// A `s` under ("sim") of `db`; `o` applies to a Queue and a PriorityQueue (a FairQueue has the
+// default options).
+std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, QueueOptions o);
+
+}  // namespace kvq::cli
+
+#endif  // KVQ_TOOLS_KVQ_SIMULATED_STRUCTURE_H_
