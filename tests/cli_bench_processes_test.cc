@@ -30,8 +30,8 @@ class CliBenchProcessesTest : public ::testing::Test {
   // Runs `kvq --db URL ARGS` through the shell, stdin from /dev/null; stdout (and stderr too if
   // `with_stderr`) into *out; returns the exit status.
   int kvq(const std::string& args, std::string* out, bool with_stderr = false) const {
-    const std::string cmd = "'" + cli_ + "' --db '" + url_ + "' " + args + " </dev/null" +
-                            (with_stderr ? " 2>&1" : "");
+    const std::string cmd =
+        "'" + cli_ + "' --db '" + url_ + "' " + args + " </dev/null" + (with_stderr ? " 2>&1" : "");
     return testing::run_program({"/bin/sh", "-c", cmd}, out);
   }
 
@@ -61,8 +61,7 @@ TEST_F(CliBenchProcessesTest, TwoProcessesOfTwoThreadsPopOneQueueAndReportOneRow
 TEST_F(CliBenchProcessesTest, AWorkerThatIsNeverStartedRunsNothingAndFails) {
   std::string out;
   EXPECT_EQ(kvq("bench --worker 0 --kinds queue --modes hc --ops pop --clients 2", &out, true), 1);
-  EXPECT_EQ(out,
-            "ready\nkvq: error: bench: worker: stdin closed before the start signal\n");
+  EXPECT_EQ(out, "ready\nkvq: error: bench: worker: stdin closed before the start signal\n");
 }
 
 }  // namespace

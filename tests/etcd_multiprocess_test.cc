@@ -91,7 +91,8 @@ TEST(EtcdMultiProcess, HighContentionWorker) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       const std::string tag = std::string("w") + env.id + "t" + std::to_string(t);
-      std::FILE* log = std::fopen((std::string(env.out) + "-" + std::to_string(t) + ".log").c_str(), "w");
+      std::FILE* log =
+          std::fopen((std::string(env.out) + "-" + std::to_string(t) + ".log").c_str(), "w");
       if (log == nullptr) std::abort();
       for (int i = 0; i < kItemsPerThread; ++i) {
         const std::string value = tag + "-" + std::to_string(i);
@@ -143,7 +144,8 @@ struct History {
 };
 
 // Reads every log in `dir`, then drains what is left with `pop`.
-History read_history(const std::string& dir, const std::function<std::optional<std::string>()>& pop) {
+History read_history(const std::string& dir,
+                     const std::function<std::optional<std::string>()>& pop) {
   History h;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(entry.path());

@@ -137,8 +137,8 @@ void prefill(Target& t, int count) {
 Counters Counters::now(const Database& db) {
   const DatabaseStats ds = db.stats();
   const auto& hs = detail::contention_stats();
-  return {ds.retries, ds.conflicts, hs.staged_pops, hs.fast_pops, hs.batches,
-          hs.batch_conflicts, hs.served};
+  return {ds.retries, ds.conflicts,       hs.staged_pops, hs.fast_pops,
+          hs.batches, hs.batch_conflicts, hs.served};
 }
 
 Counters& Counters::operator+=(const Counters& o) {

@@ -55,16 +55,16 @@ void prefill(Target& t, int count);
 // The counters a measurement reads before and after its run: the Database's retries and conflicts
 // and this process's high-contention counters. A worker process reports their differences.
 struct Counters {
-  std::uint64_t retries = 0, conflicts = 0, staged = 0, fast = 0, batches = 0,
-                batch_conflicts = 0, served = 0;
+  std::uint64_t retries = 0, conflicts = 0, staged = 0, fast = 0, batches = 0, batch_conflicts = 0,
+                served = 0;
 
   // The counters of `db` and of this process now.
   static Counters now(const Database& db);
   // What changed from `before` to this.
   Counters since(const Counters& before) const {
-    return {retries - before.retries,     conflicts - before.conflicts,
-            staged - before.staged,       fast - before.fast,
-            batches - before.batches,     batch_conflicts - before.batch_conflicts,
+    return {retries - before.retries, conflicts - before.conflicts,
+            staged - before.staged,   fast - before.fast,
+            batches - before.batches, batch_conflicts - before.batch_conflicts,
             served - before.served};
   }
   // Adds the counters of another process.

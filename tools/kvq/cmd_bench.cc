@@ -83,12 +83,23 @@ constexpr std::chrono::seconds kWorkerFinishMargin{120};
 std::vector<std::string> worker_argv(const BenchOptions& o, const Point& p) {
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.17g", o.seconds);
-  std::vector<std::string> argv{"/proc/self/exe", "--db",      o.url,
-                                "bench",          "--worker",  std::to_string(p.seq),
-                                "--kinds",        p.kind,      "--modes",
-                                p.mode,           "--ops",     p.op,
-                                "--clients",      std::to_string(p.threads),
-                                "--seconds",      seconds,     "--batch-size",
+  std::vector<std::string> argv{"/proc/self/exe",
+                                "--db",
+                                o.url,
+                                "bench",
+                                "--worker",
+                                std::to_string(p.seq),
+                                "--kinds",
+                                p.kind,
+                                "--modes",
+                                p.mode,
+                                "--ops",
+                                p.op,
+                                "--clients",
+                                std::to_string(p.threads),
+                                "--seconds",
+                                seconds,
+                                "--batch-size",
                                 std::to_string(o.batch_size)};
   if (o.combine) argv.emplace_back("--combine");
   return argv;
@@ -99,7 +110,8 @@ Tally run_processes(const BenchOptions& o, const Point& p) {
   WorkerGroup workers(std::vector(static_cast<std::size_t>(o.processes), worker_argv(o, p)),
                       "bench");
   workers.start_together(kWorkerStartTimeout);
-  const auto measured = std::chrono::ceil<std::chrono::seconds>(std::chrono::duration<double>(o.seconds));
+  const auto measured =
+      std::chrono::ceil<std::chrono::seconds>(std::chrono::duration<double>(o.seconds));
   Tally total;
   for (const std::string& report : workers.finish(measured + kWorkerFinishMargin)) {
     try {
@@ -168,8 +180,8 @@ void check_processes(const BenchOptions& o) {
 
 void print_header() {
   std::printf("%-6s %-8s %-5s %5s %7s %10s %10s %12s %9s %9s %8s %7s %6s %8s\n", "kind", "mode",
-              "op", "procs", "clients", "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us", "cpu us/op",
-              "staged", "batch", "bconf/b");
+              "op", "procs", "clients", "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us",
+              "cpu us/op", "staged", "batch", "bconf/b");
 }
 
 void print_row(const Row& r) {

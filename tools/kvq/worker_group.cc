@@ -91,8 +91,7 @@ void WorkerGroup::spawn(const std::vector<std::string>& argv) {
 
 void WorkerGroup::start_together(std::chrono::milliseconds timeout) {
   read_until(
-      Clock::now() + timeout,
-      [](const Worker& w) { return w.out.find('\n') != std::string::npos; },
+      Clock::now() + timeout, [](const Worker& w) { return w.out.find('\n') != std::string::npos; },
       "before it was ready");
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const char go = 'g';
@@ -104,7 +103,8 @@ void WorkerGroup::start_together(std::chrono::milliseconds timeout) {
 
 std::vector<std::string> WorkerGroup::finish(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  read_until(deadline, [](const Worker& w) { return w.stdout_fd < 0; }, "before it finished");
+  read_until(
+      deadline, [](const Worker& w) { return w.stdout_fd < 0; }, "before it finished");
   std::vector<std::string> outputs;
   for (const Worker& w : workers_) {
     outputs.push_back(w.out.substr(std::min(w.out.size(), w.out.find('\n') + 1)));
@@ -126,8 +126,8 @@ void WorkerGroup::read_until(Clock::time_point deadline,
     }
     if (fds.empty()) return;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    const int ready = left.count() > 0 ? poll(fds.data(), fds.size(), static_cast<int>(left.count()))
-                                       : 0;
+    const int ready =
+        left.count() > 0 ? poll(fds.data(), fds.size(), static_cast<int>(left.count())) : 0;
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) fail(std::string("poll: ") + std::strerror(errno));
     if (ready == 0) fail(name(index.front()) + " did not answer in time " + stage);
@@ -168,8 +168,8 @@ void WorkerGroup::fail(const std::string& message) {
 }
 
 std::string WorkerGroup::name(std::size_t i) const {
-  return "worker " + std::to_string(i + 1) + " of " + std::to_string(workers_.size()) +
-         " (pid " + std::to_string(workers_[i].pid) + ")";
+  return "worker " + std::to_string(i + 1) + " of " + std::to_string(workers_.size()) + " (pid " +
+         std::to_string(workers_[i].pid) + ")";
 }
 
 void WorkerGroup::kill_all() {
