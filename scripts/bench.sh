@@ -8,7 +8,8 @@
 #              clients, without and with flat combining; txn_bench set + commit at 1 and 8
 #   rocksdb    kvq bench pushes with sync on, 1 and 32 clients, without and with combining
 #   etcd       a 3-member etcd on loopback (Debian's etcd-server, temporary data directories,
-#              stopped by pid): etcd_bench raw Txn vs kvq pushes at 16, high-contention pops 1 vs 16
+#              stopped by pid): etcd_bench raw Txn vs kvq pushes at 16, high-contention pops 1 vs 16,
+#              and 4 processes x 8 threads (kvq bench --processes 4) vs 1 process x 1 thread
 #   depth      kvq bench --ops cycle with 10 and 100,000 items queued, on every engine
 #   fair       bench/fair_bench (FairQueue pops against Queue's)
 #   peers      scripts/bench-peers.sh (Redis, PostgreSQL; writes docs/peers.md and docs/peers.png)
@@ -49,10 +50,12 @@ summary=$out/summary.md
   echo "|---|---|---|---|"
 } >"$summary"
 
-# ops/s of the kvq bench row (kind, mode, op, clients) in a JSON file.
+# ops/s of the kvq bench row (kind, mode, op, clients of all processes) in a JSON file, of the
+# run with that many processes (default 1).
 rate() {
-  jq -r --arg k "$1" --arg m "$2" --arg o "$3" --argjson c "$4" \
-    '[.results[] | select(.kind == $k and .mode == $m and .op == $o and .clients == $c)]
+  jq -r --arg k "$1" --arg m "$2" --arg o "$3" --argjson c "$4" --argjson p "${6:-1}" \
+    '[.results[] | select(.kind == $k and .mode == $m and .op == $o and .clients == $c
+                          and (.processes // 1) == $p)]
      | first.ops_per_s' "$5"
 }
 # A summary row: target name, measured ratio (numerator / denominator), goal, ≥ or ≤.
@@ -154,6 +157,12 @@ run_etcd() {
       --clients 1,16 --prefill 20000 $combine
     verdict "etcd (3 members) hc pops 16/1${combine:+ (combined)}" \
       "$(rate queue "hc$c" pop 16 "$out/$name.json")" "$(rate queue "hc$c" pop 1 "$out/$name.json")" 1.0
+    # The same pops from 4 processes of 8 threads (each its own connection), against the 1 x 1 row.
+    bench_json "$name-4x8" --db "etcd://$etcd_endpoints" bench --kinds queue --modes hc --ops pop \
+      --processes 4 --clients 8 --prefill 20000 $combine
+    verdict "etcd (3 members) hc pops, 4 processes x 8 threads / 1 x 1${combine:+ (combined)}" \
+      "$(rate queue "hc$c" pop 32 "$out/$name-4x8.json" 4)" \
+      "$(rate queue "hc$c" pop 1 "$out/$name.json")" 1.0
   done
   etcd_cluster_url="etcd://$etcd_endpoints"
 }
@@ -207,7 +216,5 @@ done
 {
   echo
   echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)."
-  echo "Not scripted here: 4 processes x 8 threads popping one etcd queue (kvq bench runs threads"
-  echo "of one process)."
 } >>"$summary"
 cat "$summary"

@@ -265,6 +265,9 @@ const std::vector<BadCase>& bad_cases() {
       {"bench --seconds soon", 2, "--seconds"},
       {"bench --prefill 0", 2, "--prefill"},
       {"bench --batch-size 0", 2, "--batch-size"},
+      {"bench --processes 0", 2, "--processes"},
+      {"bench --processes 2", 2, "bench: --processes 2 needs a database several processes share"},
+      {"{db} bench --processes 4 --clients 8", 2, "memory: and rocksdb: belong to one process"},
       {"bench extra", 2, "bench: unexpected argument 'extra'"},
   };
   return cases;

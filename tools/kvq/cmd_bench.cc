@@ -1,30 +1,34 @@
 // `kvq bench`: push and pop throughput by client count, plain vs high-contention pops, for Queue
 // and PriorityQueue. Each measurement uses a fresh database (memory:) or a fresh subspace.
-#include <sys/resource.h>
+// With --processes, each measurement runs in worker processes (this binary re-executed with the
+// hidden --worker option, worker_group.h) that start together on the subspace the parent prefilled.
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "kvq/kvq.h"
-#include "layers/item_store.h"
+#include "tools/kvq/bench_clients.h"
 #include "tools/kvq/commands.h"
 #include "tools/kvq/plot.h"
+#include "tools/kvq/worker_group.h"
 
 namespace kvq::cli {
 namespace {
 
 struct Row {
   std::string kind, mode, op;
-  int clients = 0;
+  int processes = 1;
+  int clients = 0;  // client threads of all processes
   std::int64_t ops = 0;
   double seconds = 0, ops_per_s = 0, retries_per_op = 0, conflicts_per_op = 0, p50_us = 0,
          p99_us = 0;
@@ -36,13 +40,6 @@ struct Row {
   double cpu_us_per_op = 0;
 };
 
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 double percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
   std::size_t i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1));
@@ -50,219 +47,146 @@ double percentile(std::vector<double>& v, double q) {
   return v[i];
 }
 
-// The structures one measurement runs on, in a fresh subspace.
-struct Target {
-  Target(std::shared_ptr<Database> db, const BenchOptions& o, const std::string& kind,
-         const std::string& mode, int seq)
-      : space(Tuple().append("bench").append(seq).append(kind)),
-        q(db, space, queue_options(o, mode)),
-        pq(db, space, pq_options(o, mode)),
-        is_pq(kind == "pq") {}
-
-  static QueueOptions queue_options(const BenchOptions& o, const std::string& mode) {
-    QueueOptions qo;
-    qo.high_contention = mode == "hc";
-    qo.contention.batch_size = o.batch_size;
-    qo.combine = o.combine;
-    return qo;
-  }
-  static PriorityQueueOptions pq_options(const BenchOptions& o, const std::string& mode) {
-    PriorityQueueOptions po;
-    po.high_contention = mode == "hc";
-    po.contention.batch_size = o.batch_size;
-    po.combine = o.combine;
-    return po;
-  }
-
-  Subspace space;
-  Queue q;
-  PriorityQueue pq;
-  bool is_pq;
-};
-
-// Pushes `count` items with push_batch (one read of the queue's end per batch); halves the batch
-// if the engine refuses its size (etcd takes at most --max-txn-ops writes per transaction).
-void prefill(Target& t, int count) {
-  std::mt19937 gen(42);
-  int batch = 1000;
-  for (int done = 0; done < count;) {
-    const int n = std::min(batch, count - done);
-    std::vector<std::pair<std::string, std::int64_t>> items;
-    for (int i = 0; i < n; ++i) {
-      items.emplace_back("item-" + std::to_string(done + i),
-                         static_cast<std::int64_t>(gen() % 100));
-    }
-    try {
-      if (t.is_pq) {
-        t.pq.push_batch(items);
-      } else {
-        std::vector<std::string> values;
-        for (auto& item : items) values.push_back(std::move(item.first));
-        t.q.push_batch(values);
-      }
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kTransactionTooLarge || batch == 1) throw;
-      batch /= 2;
-      continue;
-    }
-    done += n;
-  }
-}
-
-// The high-contention counters at one moment.
-struct ContentionSnapshot {
-  ContentionSnapshot() {
-    const auto& hs = detail::contention_stats();
-    staged = hs.staged_pops;
-    fast = hs.fast_pops;
-    batches = hs.batches;
-    batch_conflicts = hs.batch_conflicts;
-    served = hs.served;
-  }
-  std::uint64_t staged, fast, batches, batch_conflicts, served;
-};
-
-// What the client threads of one measurement did.
-struct Run {
-  std::vector<double> latencies_us;
-  double seconds = 0, cpu_seconds = 0;
-  bool drained = false;  // a pop found the queue empty (the prefill ran out)
-};
-
-// The visibility timeout of `take` measurements: longer than any measurement.
-constexpr std::chrono::milliseconds kBenchVt{600'000};
-
-void push_one(Target& t, std::mt19937& gen, const std::string& value) {
-  if (t.is_pq) {
-    t.pq.push(value, static_cast<std::int64_t>(gen() % 100));
-  } else {
-    t.q.push(value);
-  }
-}
-
-// Pops one item (priority queues: pop_min and pop_max in turn); nullopt if the queue is empty.
-std::optional<std::string> pop_one(Target& t, bool max) {
-  if (!t.is_pq) return t.q.pop();
-  return max ? t.pq.pop_max() : t.pq.pop_min();
-}
-
-// One operation of client `c`'s `n`th iteration; false if a pop or take found the queue empty.
-// "cycle" pops an item and pushes it back, so the queue keeps its depth (the prefill).
-bool one_op(Target& t, const std::string& op, int c, std::uint64_t n, std::mt19937& gen,
-            const std::string& value) {
-  if (op == "push") {
-    push_one(t, gen, value);
-    return true;
-  }
-  const bool max = (n + static_cast<std::uint64_t>(c)) % 2 != 0;
-  if (op == "cycle") {
-    auto v = pop_one(t, max);
-    if (v) push_one(t, gen, *v);
-    return v.has_value();
-  }
-  if (op == "take" && !t.is_pq) {  // take + ack: the work-queue round trip (two transactions)
-    auto lease = t.q.take(kBenchVt);
-    if (lease) t.q.ack(*lease);
-    return lease.has_value();
-  }
-  if (op == "take") {
-    auto lease = max ? t.pq.take_max(kBenchVt) : t.pq.take_min(kBenchVt);
-    if (lease) t.pq.ack(*lease);
-    return lease.has_value();
-  }
-  return pop_one(t, max).has_value();
-}
-
-// Runs `clients` threads doing `op` for o.seconds (or until the queue drains).
-Run run_clients(const BenchOptions& o, Target& t, const std::string& op, int clients) {
-  std::atomic<bool> stop{false}, drained{false};
-  std::vector<std::vector<double>> lat(static_cast<std::size_t>(clients));
-  std::vector<std::thread> threads;
-  const double cpu0 = cpu_seconds();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      std::mt19937 gen(static_cast<unsigned>(c + 1));
-      const std::string value(16, 'v');
-      for (std::uint64_t n = 0; !stop.load(std::memory_order_relaxed); ++n) {
-        const auto s = std::chrono::steady_clock::now();
-        if (!one_op(t, op, c, n, gen, value)) {
-          drained = true;
-          stop = true;
-          break;
-        }
-        lat[static_cast<std::size_t>(c)].push_back(
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s)
-                .count());
-      }
-    });
-  }
-  const auto limit = std::chrono::duration<double>(o.seconds);
-  while (!stop && std::chrono::steady_clock::now() - t0 < limit) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  stop = true;
-  for (auto& th : threads) th.join();
-  Run r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.cpu_seconds = cpu_seconds() - cpu0;
-  r.drained = drained;
-  for (auto& v : lat) r.latencies_us.insert(r.latencies_us.end(), v.begin(), v.end());
-  return r;
-}
-
-// Fills the rates of `r` from the run and the counters' differences.
-void fill_rates(Row& r, Run& run, const DatabaseStats& before, const DatabaseStats& after,
-                const ContentionSnapshot& c0, const ContentionSnapshot& c1) {
+// Fills the rates of `r` from the run and the counters' differences `c`.
+void fill_rates(Row& r, Run& run, const Counters& c) {
   const auto per = [](double n, double d) { return d > 0 ? n / d : 0.0; };
   r.ops = static_cast<std::int64_t>(run.latencies_us.size());
   r.seconds = run.seconds;
   const double ops = static_cast<double>(r.ops);
-  r.ops_per_s = ops / run.seconds;
+  r.ops_per_s = per(ops, run.seconds);
   r.cpu_us_per_op = per(run.cpu_seconds * 1e6, ops);
-  r.retries_per_op = per(static_cast<double>(after.retries - before.retries), ops);
-  r.conflicts_per_op = per(static_cast<double>(after.conflicts - before.conflicts), ops);
-  const double staged = static_cast<double>(c1.staged - c0.staged);
-  const double fast = static_cast<double>(c1.fast - c0.fast);
-  const double batches = static_cast<double>(c1.batches - c0.batches);
-  r.staged_share = per(staged, staged + fast);
-  r.batch_size = per(static_cast<double>(c1.served - c0.served), batches);
-  r.batch_conflicts = per(static_cast<double>(c1.batch_conflicts - c0.batch_conflicts), batches);
+  r.retries_per_op = per(static_cast<double>(c.retries), ops);
+  r.conflicts_per_op = per(static_cast<double>(c.conflicts), ops);
+  const double staged = static_cast<double>(c.staged);
+  const double batches = static_cast<double>(c.batches);
+  r.staged_share = per(staged, staged + static_cast<double>(c.fast));
+  r.batch_size = per(static_cast<double>(c.served), batches);
+  r.batch_conflicts = per(static_cast<double>(c.batch_conflicts), batches);
   r.p50_us = percentile(run.latencies_us, 0.50);
   r.p99_us = percentile(run.latencies_us, 0.99);
 }
 
-Row measure(const BenchOptions& o, const std::string& kind, const std::string& mode,
-            const std::string& op, int clients, int seq) {
+// One row to measure: the structure, pop mode and operation, the client threads of each process,
+// and the number that names its fresh subspace.
+struct Point {
+  std::string kind, mode, op;
+  int threads = 0;
+  int seq = 0;
+};
+
+// How long the workers of --processes may take to open the database and report ready, and to
+// finish after the measurement's time (a pop in flight when time is up may take a while).
+constexpr std::chrono::seconds kWorkerStartTimeout{60};
+constexpr std::chrono::seconds kWorkerFinishMargin{120};
+
+// The command line of a worker process measuring `p`: this kvq, with --worker.
+std::vector<std::string> worker_argv(const BenchOptions& o, const Point& p) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.17g", o.seconds);
+  std::vector<std::string> argv{"/proc/self/exe",
+                                "--db",
+                                o.url,
+                                "bench",
+                                "--worker",
+                                std::to_string(p.seq),
+                                "--kinds",
+                                p.kind,
+                                "--modes",
+                                p.mode,
+                                "--ops",
+                                p.op,
+                                "--clients",
+                                std::to_string(p.threads),
+                                "--seconds",
+                                seconds,
+                                "--batch-size",
+                                std::to_string(o.batch_size)};
+  if (o.combine) argv.emplace_back("--combine");
+  return argv;
+}
+
+// Runs `p` in o.processes worker processes started together; the sum of their tallies.
+Tally run_processes(const BenchOptions& o, const Point& p) {
+  WorkerGroup workers(std::vector(static_cast<std::size_t>(o.processes), worker_argv(o, p)),
+                      "bench");
+  workers.start_together(kWorkerStartTimeout);
+  const auto measured =
+      std::chrono::ceil<std::chrono::seconds>(std::chrono::duration<double>(o.seconds));
+  Tally total;
+  for (const std::string& report : workers.finish(measured + kWorkerFinishMargin)) {
+    try {
+      total += nlohmann::json::parse(report).get<Tally>();
+    } catch (const nlohmann::json::exception& e) {
+      throw CliError(kExitError, std::string("bench: a worker's report is not valid: ") + e.what());
+    }
+  }
+  return total;
+}
+
+// `kvq bench --worker SEQ`, a worker of --processes: opens the point its options name on the
+// subspace its parent prefilled, prints "ready", waits for one byte on stdin, runs, and prints its
+// tally as one line of JSON.
+int run_worker(const BenchOptions& o) {
+  // A worker does not outlive its parent: killed with it (and if the parent died before this,
+  // stdin is closed and the worker stops at the start signal).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const Point p{o.kinds.front(), o.modes.front(), o.ops.front(), o.clients.front(), o.worker};
   auto db = kvq::open(o.url);
-  Target t(db, o, kind, mode, seq);
-  if (op != "push") prefill(t, o.prefill);
-  const DatabaseStats before = db->stats();
-  const ContentionSnapshot c0;
-  Run run = run_clients(o, t, op, clients);
-  const ContentionSnapshot c1;
+  Target t(db, o, p.kind, p.mode, p.seq);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char go = 0;
+  if (read(STDIN_FILENO, &go, 1) != 1) {
+    throw CliError(kExitError, "bench: worker: stdin closed before the start signal");
+  }
+  std::cout << nlohmann::json(run_threads(o, *db, t, p.op, p.threads)).dump() << "\n";
+  return kExitOk;
+}
+
+Row make_row(const BenchOptions& o, const Point& p, Tally& tally) {
   Row r;
-  r.kind = kind;
-  r.mode = o.combine ? mode + "+c" : mode;
-  r.op = op;
-  r.clients = clients;
-  fill_rates(r, run, before, db->stats(), c0, c1);
-  if (run.drained && op != "push") {
+  r.kind = p.kind;
+  r.mode = o.combine ? p.mode + "+c" : p.mode;
+  r.op = p.op;
+  r.processes = o.processes;
+  r.clients = p.threads * o.processes;
+  fill_rates(r, tally.run, tally.counters);
+  if (tally.run.drained && p.op != "push") {
     std::fprintf(stderr, "kvq bench: note: %s %s %s at %d clients drained the %d prefilled items\n",
-                 kind.c_str(), mode.c_str(), op.c_str(), clients, o.prefill);
+                 p.kind.c_str(), p.mode.c_str(), p.op.c_str(), r.clients, o.prefill);
   }
   return r;
 }
 
+// Measures `p` on a fresh subspace, prefilled for pops: in this process, or in o.processes.
+Row measure(const BenchOptions& o, const Point& p) {
+  auto db = kvq::open(o.url);
+  Target t(db, o, p.kind, p.mode, p.seq);
+  if (p.op != "push") prefill(t, o.prefill);
+  Tally tally = o.processes > 1 ? run_processes(o, p) : run_threads(o, *db, t, p.op, p.threads);
+  return make_row(o, p, tally);
+}
+
+// --processes > 1 needs a database that several processes share: etcd. memory: lives in one
+// process, and a RocksDB directory is locked by the process that opened it.
+void check_processes(const BenchOptions& o) {
+  if (o.processes == 1 || o.url.rfind("etcd://", 0) == 0 || o.url.rfind("etcds://", 0) == 0) {
+    return;
+  }
+  throw CliError(kExitUsage, "bench: --processes " + std::to_string(o.processes) +
+                                 " needs a database several processes share (etcd:// or "
+                                 "etcds://); memory: and rocksdb: belong to one process");
+}
+
 void print_header() {
-  std::printf("%-6s %-8s %-5s %7s %10s %10s %12s %9s %9s %8s %7s %6s %8s\n", "kind", "mode", "op",
-              "clients", "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us", "cpu us/op",
-              "staged", "batch", "bconf/b");
+  std::printf("%-6s %-8s %-5s %5s %7s %10s %10s %12s %9s %9s %8s %7s %6s %8s\n", "kind", "mode",
+              "op", "procs", "clients", "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us",
+              "cpu us/op", "staged", "batch", "bconf/b");
 }
 
 void print_row(const Row& r) {
-  std::printf("%-6s %-8s %-5s %7d %10.0f %10.3f %12.3f %9.1f %9.1f %8.1f %6.0f%% %6.1f %8.3f\n",
-              r.kind.c_str(), r.mode.c_str(), r.op.c_str(), r.clients, r.ops_per_s,
+  std::printf("%-6s %-8s %-5s %5d %7d %10.0f %10.3f %12.3f %9.1f %9.1f %8.1f %6.0f%% %6.1f %8.3f\n",
+              r.kind.c_str(), r.mode.c_str(), r.op.c_str(), r.processes, r.clients, r.ops_per_s,
               r.retries_per_op, r.conflicts_per_op, r.p50_us, r.p99_us, r.cpu_us_per_op,
               100 * r.staged_share, r.batch_size, r.batch_conflicts);
   std::fflush(stdout);
@@ -274,12 +198,14 @@ void print_json(const BenchOptions& o, const std::vector<Row>& rows) {
   j["seconds"] = o.seconds;
   j["batch_size"] = o.batch_size;
   j["combine"] = o.combine;
+  j["processes"] = o.processes;
   j["nproc"] = std::thread::hardware_concurrency();
   j["results"] = nlohmann::json::array();
   for (const auto& r : rows) {
     j["results"].push_back({{"kind", r.kind},
                             {"mode", r.mode},
                             {"op", r.op},
+                            {"processes", r.processes},
                             {"clients", r.clients},
                             {"ops", r.ops},
                             {"seconds", r.seconds},
@@ -323,6 +249,8 @@ void plot_rows(const BenchOptions& o, const std::vector<Row>& rows) {
 }  // namespace
 
 int run_bench(const BenchOptions& o) {
+  if (o.worker >= 0) return run_worker(o);
+  check_processes(o);
   std::vector<Row> rows;
   int seq = 0;
   if (!o.json) print_header();
@@ -331,7 +259,7 @@ int run_bench(const BenchOptions& o) {
       for (const auto& mode : o.modes) {
         if (skipped(o, op, mode)) continue;
         for (int c : o.clients) {
-          rows.push_back(measure(o, kind, mode, op, c, seq++));
+          rows.push_back(measure(o, Point{kind, mode, op, c, seq++}));
           if (!o.json) print_row(rows.back());
         }
       }
@@ -381,6 +309,16 @@ void add_bench_command(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   bench->add_flag("--combine", o->combine,
                   "flat combining: threads of this process share push / pop transactions");
+  bench
+      ->add_option("--processes", o->processes,
+                   "run each measurement in this many processes, each with --clients threads and "
+                   "its own connection, started together (etcd only); clients = processes x "
+                   "threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  bench->add_option("--worker", o->worker, "a worker process of --processes")
+      ->check(CLI::NonNegativeNumber)
+      ->group("");
   bench->add_flag("--json", o->json, "print JSON instead of a table");
   bench->add_option("--plot", o->plot, "also draw ops/s against clients into this PNG (gnuplot)");
   set_action(bench, ctx, [&ctx, o] {

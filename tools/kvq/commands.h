@@ -93,6 +93,10 @@ struct BenchOptions {
   int prefill = 100000;
   int batch_size = 128;  // HighContentionOptions::batch_size
   bool combine = false;  // QueueOptions::combine (flat combining of one process's threads)
+  // Worker processes per measurement, each with `clients` threads (> 1: etcd only).
+  int processes = 1;
+  // >= 0: this process is a worker of another's --processes, measuring the subspace numbered so.
+  int worker = -1;
   bool json = false;
   std::string plot;  // a PNG file to draw ops/s against clients into; empty: none
 };
