@@ -131,6 +131,7 @@ void EtcdSession::prefetch(std::span<const RangeQuery> queries) {
     return;
   }
   const Version revision = response.header().revision();
+  if (revision <= 0) return;  // no revision: let the reads go alone and report it
   if (revision_ < 0) {
     // The Txn is this session's first read: it fixes the read version, as read() would.
     if (txn.success(0).request_range().serializable() && revision < cluster_->latest_seen()) {
@@ -162,7 +163,7 @@ pb::RangeResponse EtcdSession::read(pb::RangeRequest& request, std::string_view 
   if (auto it = prefetched_.find(request.SerializeAsString()); it != prefetched_.end()) {
     pb::RangeResponse response = std::move(it->second);
     prefetched_.erase(it);
-    note_response(response);
+    note_response(response, what);
     return response;
   }
   pb::RangeResponse response = cluster_->range(request, what);
@@ -172,11 +173,11 @@ pb::RangeResponse EtcdSession::read(pb::RangeRequest& request, std::string_view 
     request.set_serializable(false);
     response = cluster_->range(request, what);
   }
-  note_response(response);
+  note_response(response, what);
   return response;
 }
 
-void EtcdSession::note_response(const pb::RangeResponse& response) {
+void EtcdSession::note_response(const pb::RangeResponse& response, std::string_view what) {
   if (revision_ < 0) {
     revision_ = response_revision(response.header(), what);
     cluster_->saw(revision_);

@@ -50,8 +50,9 @@ class EtcdSession : public Session {
   etcdserverpb::RangeResponse read(etcdserverpb::RangeRequest& request, std::string_view what);
   // Sets what a read at this session's revision asks (revision, serializable).
   void pin_to_revision(etcdserverpb::RangeRequest& request) const;
-  // Notes the revision and records of a response to a read of this session.
-  void note_response(const etcdserverpb::RangeResponse& response);
+  // Notes the revision and records of a response to a read of this session (`what` names the read
+  // in the error a response without a revision throws).
+  void note_response(const etcdserverpb::RangeResponse& response, std::string_view what);
   // The first page request read_records makes for [from, to).
   static etcdserverpb::RangeRequest page_request(std::string from, std::string to, int limit,
                                                  bool reverse);
