@@ -76,7 +76,9 @@ Run run_clients(const BenchOptions& o, Target& t, const std::string& op, int cli
     threads.emplace_back([&, c] {
       std::mt19937 gen(static_cast<unsigned>(c + 1));
       const std::string value(16, 'v');
-      for (std::uint64_t n = 0; !stop.load(std::memory_order_relaxed); ++n) {
+      // Every client runs at least one operation, even if it was scheduled only after the time
+      // was up (a loaded machine, a short --seconds): a row always has a rate and latencies.
+      for (std::uint64_t n = 0; n == 0 || !stop.load(std::memory_order_relaxed); ++n) {
         const auto s = std::chrono::steady_clock::now();
         if (!one_op(t, op, c, n, gen, value)) {
           drained = true;
