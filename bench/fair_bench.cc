@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
   const int only_tenants = argc > 4 ? std::stoi(argv[4]) : 0;
   const int only_clients = argc > 5 ? std::stoi(argv[5]) : 0;
   const auto selected = [&](const std::string& kind, int tenants, int clients) {
-    return (only_kind.empty() || kind == only_kind) && (only_tenants == 0 || tenants == only_tenants) &&
+    return (only_kind.empty() || kind == only_kind) &&
+           (only_tenants == 0 || tenants == only_tenants) &&
            (only_clients == 0 || clients == only_clients);
   };
   std::printf("%-9s %8s %8s %12s %10s\n", "structure", "tenants", "clients", "pops/s",

@@ -68,7 +68,8 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
 Queue FairState::tenant_queue(std::string_view tenant) const {
   {
     std::lock_guard lock(stores_mu_);
-    if (auto it = stores_.find(tenant); it != stores_.end()) return Queue(tenant_options_, it->second);
+    if (auto it = stores_.find(tenant); it != stores_.end())
+      return Queue(tenant_options_, it->second);
   }
   auto store = std::make_shared<ItemStore>(db_, keys_.tenant_items(tenant), tenant_options_,
                                            /*prioritized=*/false, keys_.ready_total());
