@@ -31,12 +31,6 @@ void FairIndex::file_due(Transaction& tr) const {
   }
 }
 
-std::optional<RingEntry> FairIndex::head(Transaction& tr) const {
-  std::vector<RingEntry> first = window(tr, 1);
-  if (first.empty()) return std::nullopt;
-  return std::move(first[0]);
-}
-
 std::vector<RingEntry> FairIndex::window(Transaction& tr, int n) const {
   const KeyRange ring = keys_.ring_range();
   RangeOptions first;
@@ -53,13 +47,14 @@ void FairIndex::retire(Transaction& tr, const RingEntry& entry) const {
   tr.clear(keys_.filed(entry.tenant));
 }
 
-void FairIndex::advance(Transaction& tr, const RingEntry& entry, std::int64_t served) const {
+void FairIndex::advance(Transaction& tr, const RingEntry& entry, std::int64_t served,
+                        bool alone) const {
   if (entry.credit > served) {
     tr.set(entry.key, pack_int(entry.credit - served));
     return;
   }
-  const std::optional<RingEntry> back = last(tr);
-  if (back && back->key == entry.key) {  // alone in the ring: its next rounds start in place
+  const std::optional<RingEntry> back = alone ? std::nullopt : last(tr);
+  if (alone || (back && back->key == entry.key)) {  // its next rounds start in place
     const std::int64_t w = weight(tr, entry.tenant);
     tr.set(entry.key, pack_int(w - (served - entry.credit) % w));
     return;

@@ -38,11 +38,9 @@ class FairIndex {
   // Files the tenants of up to kFilePerOp due wake-ups at the back of the ring (unless filed
   // already) and clears those wake-ups.
   void file_due(Transaction& tr) const;
-  // The ring's first entry, read with a read conflict (two pops of one turn conflict); nullopt if
-  // no tenant is filed.
-  std::optional<RingEntry> head(Transaction& tr) const;
-  // The ring's first `n` (>= 1) entries in turn order, read with a read conflict (on the whole
-  // ring if it holds fewer: then no tenant can be filed meanwhile without a conflict).
+  // The ring's first `n` (>= 1) entries in turn order, read with a read conflict (two pops of one
+  // turn conflict; on the whole ring if it holds fewer: then no tenant can be filed meanwhile
+  // without a conflict, and one entry read when more were asked for is alone in the ring).
   std::vector<RingEntry> window(Transaction& tr, int n) const;
   // Takes `entry`'s tenant out of the ring.
   void retire(Transaction& tr, const RingEntry& entry) const;
@@ -50,8 +48,8 @@ class FairIndex {
   // credit left, else it goes to the back of the ring with its weight as credit (its `filed` key
   // stays). More than its credit only if it is alone in the ring: it keeps its key, and its credit
   // is what that many single turns would leave (a new round of `weight` turns whenever one runs
-  // out).
-  void advance(Transaction& tr, const RingEntry& entry, std::int64_t served = 1) const;
+  // out). `alone`: the caller read the whole ring and found only `entry` (saves reading its back).
+  void advance(Transaction& tr, const RingEntry& entry, std::int64_t served, bool alone) const;
   // The tenant's weight (snapshot read; 1 unless set).
   std::int64_t weight(Transaction& tr, std::string_view tenant, bool snapshot = true) const;
 

@@ -98,14 +98,16 @@ template <typename T>
 FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, int max_retired) {
   index_.file_due(tr);
   for (int retired = 0; retired < max_retired; ++retired) {
-    const std::optional<RingEntry> head = index_.head(tr);
-    if (!head) return {};
-    Queue queue = tenant_queue(head->tenant);
-    if (std::optional<T> v = serve_one(head->tenant, queue, tr)) {
-      index_.advance(tr, *head);
+    // The head and whether another tenant follows it (if not, re-filing need not read the back).
+    const std::vector<RingEntry> first = index_.window(tr, 2);
+    if (first.empty()) return {};
+    const RingEntry& head = first[0];
+    Queue queue = tenant_queue(head.tenant);
+    if (std::optional<T> v = serve_one(head.tenant, queue, tr)) {
+      index_.advance(tr, head, 1, /*alone=*/first.size() == 1);
       return {true, std::move(v)};
     }
-    index_.retire(tr, *head);
+    index_.retire(tr, head);
   }
   return {false, std::nullopt};
 }
@@ -208,7 +210,7 @@ std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, s
         if (++retired == kRetirePerTransaction) return out;  // commit that, go on
         continue;
       }
-      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()));
+      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone);
       for (std::string& v : got) out.push_back(FairItem{entry.tenant, std::move(v)});
       const TransactionUsage now = tr.usage();
       turn_ops = std::max(turn_ops, now.operations - before.operations);
