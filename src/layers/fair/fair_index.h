@@ -1,6 +1,6 @@
 // Internal: the index of a FairQueue's tenants (fair_keys.h has the keys; docs/queues.md, "Fair
 // queues", the conflict arguments). The ring lists the tenants that may have ready items, in turn
-// order; pops read only its first entry, so tenants without ready items cost nothing.
+// order; pops read only its first entries, so tenants without ready items cost nothing.
 //
 // Invariant: every tenant with a ready item is filed in the ring or has a due wake-up. Pushes keep
 // it with a blind write (a wake-up: no read, no conflict, and repeated pushes of one tenant write
