@@ -3,7 +3,8 @@
 // (the FairQueue's items spread evenly over them; a Queue has no tenants, so its row is the same
 // workload without them). Each measurement runs on a fresh memory: database prefilled with more
 // items than the pops can take, then 1,000 pops of warm-up.
-//   fair_bench [seconds per measurement, default 1] [URL, default memory:]
+//   fair_bench [seconds per measurement, default 1] [URL, default memory:] [structure [tenants
+//   [clients]]]  (the last three: run only the matching rows, e.g. to profile one of them)
 // Prints one row per measurement: structure, mode, tenants, clients, pops/s, retries per pop.
 #include <atomic>
 #include <chrono>
@@ -89,13 +90,24 @@ void row(const std::string& url, const std::string& kind, int tenants, int clien
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::stod(argv[1]) : 1.0;
   const std::string url = argc > 2 ? argv[2] : "memory:";
+  const std::string only_kind = argc > 3 ? argv[3] : "";
+  const int only_tenants = argc > 4 ? std::stoi(argv[4]) : 0;
+  const int only_clients = argc > 5 ? std::stoi(argv[5]) : 0;
+  const auto selected = [&](const std::string& kind, int tenants, int clients) {
+    return (only_kind.empty() || kind == only_kind) &&
+           (only_tenants == 0 || tenants == only_tenants) &&
+           (only_clients == 0 || clients == only_clients);
+  };
   std::printf("%-9s %8s %8s %12s %10s\n", "structure", "tenants", "clients", "pops/s",
               "retries/op");
   for (int clients : {1, 32}) {
-    for (const char* kind : {"queue", "queue-hc", "queue-comb"})
-      row(url, kind, 1, clients, seconds);
+    for (const char* kind : {"queue", "queue-hc", "queue-comb"}) {
+      if (selected(kind, 1, clients)) row(url, kind, 1, clients, seconds);
+    }
     for (const char* kind : {"fair", "fair-comb"}) {
-      for (int tenants : {1, 10'000}) row(url, kind, tenants, clients, seconds);
+      for (int tenants : {1, 10'000}) {
+        if (selected(kind, tenants, clients)) row(url, kind, tenants, clients, seconds);
+      }
     }
   }
   return 0;

@@ -52,7 +52,8 @@ struct FairQueueOptions {
   std::chrono::milliseconds marker_ttl{600'000};
   // Flat combining of pop() (and pop_wait()'s pops) within this process, as QueueOptions::combine:
   // threads popping from the same object at once are served by one of them in one transaction
-  // (one turn per pop, in the order they called; as many as fit in one transaction of the
+  // (the items single pops would return, in that order: one read of the ring's first entries, one
+  // batch per tenant of as many items as its turns; as many as fit in one transaction of the
   // engine). Guarantees are those of single pops. Default: false.
   bool combine = false;
 };

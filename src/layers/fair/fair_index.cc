@@ -31,13 +31,15 @@ void FairIndex::file_due(Transaction& tr) const {
   }
 }
 
-std::optional<RingEntry> FairIndex::head(Transaction& tr) const {
+std::vector<RingEntry> FairIndex::window(Transaction& tr, int n) const {
   const KeyRange ring = keys_.ring_range();
   RangeOptions first;
-  first.limit = 1;
-  auto kv = tr.get_range(ring.begin, ring.end, first);
-  if (kv.empty()) return std::nullopt;
-  return keys_.ring_entry(std::move(kv[0].key), kv[0].value);
+  first.limit = n;
+  std::vector<RingEntry> out;
+  for (KeyValue& kv : tr.get_range(ring.begin, ring.end, first)) {
+    out.push_back(keys_.ring_entry(std::move(kv.key), kv.value));
+  }
+  return out;
 }
 
 void FairIndex::retire(Transaction& tr, const RingEntry& entry) const {
@@ -45,18 +47,20 @@ void FairIndex::retire(Transaction& tr, const RingEntry& entry) const {
   tr.clear(keys_.filed(entry.tenant));
 }
 
-void FairIndex::advance(Transaction& tr, const RingEntry& entry) const {
-  if (entry.credit > 1) {
-    tr.set(entry.key, pack_int(entry.credit - 1));
+void FairIndex::advance(Transaction& tr, const RingEntry& entry, std::int64_t served,
+                        bool alone) const {
+  if (entry.credit > served) {
+    tr.set(entry.key, pack_int(entry.credit - served));
     return;
   }
-  const std::optional<RingEntry> back = last(tr);
-  if (back && back->key == entry.key) {  // alone in the ring: its next round starts in place
-    tr.set(entry.key, pack_int(weight(tr, entry.tenant)));
+  const std::optional<RingEntry> back = alone ? std::nullopt : last(tr);
+  if (alone || (back && back->key == entry.key)) {  // its next rounds start in place
+    const std::int64_t w = weight(tr, entry.tenant);
+    tr.set(entry.key, pack_int(w - (served - entry.credit) % w));
     return;
   }
   tr.clear(entry.key);
-  file(tr, entry.tenant, std::max(entry.turn, back ? back->turn : 0));
+  place(tr, entry.tenant, std::max(entry.turn, back ? back->turn : 0));
 }
 
 std::int64_t FairIndex::weight(Transaction& tr, std::string_view tenant, bool snapshot) const {
@@ -76,9 +80,12 @@ std::optional<RingEntry> FairIndex::last(Transaction& tr) const {
 }
 
 void FairIndex::file(Transaction& tr, std::string_view tenant, std::int64_t after) const {
-  const std::int64_t turn = after + 1;
-  tr.set(keys_.ring(turn, tenant), pack_int(weight(tr, tenant)));
-  tr.set(keys_.filed(tenant), pack_int(turn));
+  place(tr, tenant, after);
+  tr.set(keys_.filed(tenant), "");
+}
+
+void FairIndex::place(Transaction& tr, std::string_view tenant, std::int64_t after) const {
+  tr.set(keys_.ring(after + 1, tenant), pack_int(weight(tr, tenant)));
 }
 
 }  // namespace kvq::detail

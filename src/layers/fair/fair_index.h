@@ -1,6 +1,6 @@
 // Internal: the index of a FairQueue's tenants (fair_keys.h has the keys; docs/queues.md, "Fair
 // queues", the conflict arguments). The ring lists the tenants that may have ready items, in turn
-// order; pops read only its first entry, so tenants without ready items cost nothing.
+// order; pops read only its first entries, so tenants without ready items cost nothing.
 //
 // Invariant: every tenant with a ready item is filed in the ring or has a due wake-up. Pushes keep
 // it with a blind write (a wake-up: no read, no conflict, and repeated pushes of one tenant write
@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "kvq/database.h"
 #include "layers/fair/fair_keys.h"
@@ -37,22 +38,28 @@ class FairIndex {
   // Files the tenants of up to kFilePerOp due wake-ups at the back of the ring (unless filed
   // already) and clears those wake-ups.
   void file_due(Transaction& tr) const;
-  // The ring's first entry, read with a read conflict (two pops of one turn conflict); nullopt if
-  // no tenant is filed.
-  std::optional<RingEntry> head(Transaction& tr) const;
+  // The ring's first `n` (>= 1) entries in turn order, read with a read conflict (two pops of one
+  // turn conflict; on the whole ring if it holds fewer: then no tenant can be filed meanwhile
+  // without a conflict, and one entry read when more were asked for is alone in the ring).
+  std::vector<RingEntry> window(Transaction& tr, int n) const;
   // Takes `entry`'s tenant out of the ring.
   void retire(Transaction& tr, const RingEntry& entry) const;
-  // `entry`'s tenant was served once: it keeps the turn while it has credit left, else it goes to
-  // the back of the ring with its weight as credit.
-  void advance(Transaction& tr, const RingEntry& entry) const;
+  // `entry`'s tenant was served `served` (>= 1) times in a row: it keeps the turn while it has
+  // credit left, else it goes to the back of the ring with its weight as credit (its `filed` key
+  // stays). More than its credit only if it is alone in the ring: it keeps its key, and its credit
+  // is what that many single turns would leave (a new round of `weight` turns whenever one runs
+  // out). `alone`: the caller read the whole ring and found only `entry` (saves reading its back).
+  void advance(Transaction& tr, const RingEntry& entry, std::int64_t served, bool alone) const;
   // The tenant's weight (snapshot read; 1 unless set).
   std::int64_t weight(Transaction& tr, std::string_view tenant, bool snapshot = true) const;
 
  private:
   // The ring's last entry (a snapshot read); nullopt if no tenant is filed.
   std::optional<RingEntry> last(Transaction& tr) const;
-  // Files `tenant` in the ring at turn `after` + 1, with its weight as credit.
+  // Files `tenant` in the ring at turn `after` + 1, with its weight as credit, and marks it filed.
   void file(Transaction& tr, std::string_view tenant, std::int64_t after) const;
+  // Writes `tenant`'s ring entry at turn `after` + 1, with its weight as credit.
+  void place(Transaction& tr, std::string_view tenant, std::int64_t after) const;
 
   const FairKeys& keys_;
 };

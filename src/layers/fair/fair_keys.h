@@ -3,7 +3,7 @@
 //   ("q", tenant, ...)              the tenant's items: a kvq::Queue layout of its own
 //   ("r", turn, tenant)   = (credit)  the ring: tenants with ready items, in turn order; credit =
 //                                     turns left in this round (its weight when filed)
-//   ("s", tenant)         = (turn)    the tenant's ring entry, if it is filed
+//   ("s", tenant)         = ""        the tenant is filed in the ring (under some turn)
 //   ("w", due_us, tenant, id) = ""    wake-ups: the tenant may have ready items from due_us on
 //                                     (id: "" for pushes, so they collapse; a lease token else)
 //   ("t", tenant)         = ""        every tenant ever pushed to (stats)

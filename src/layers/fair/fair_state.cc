@@ -66,9 +66,17 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
 }
 
 Queue FairState::tenant_queue(std::string_view tenant) const {
-  return Queue(tenant_options_,
-               std::make_shared<ItemStore>(db_, keys_.tenant_items(tenant), tenant_options_,
-                                           /*prioritized=*/false, keys_.ready_total()));
+  {
+    std::lock_guard lock(stores_mu_);
+    if (auto it = stores_.find(tenant); it != stores_.end())
+      return Queue(tenant_options_, it->second);
+  }
+  auto store = std::make_shared<ItemStore>(db_, keys_.tenant_items(tenant), tenant_options_,
+                                           /*prioritized=*/false, keys_.ready_total());
+  std::lock_guard lock(stores_mu_);
+  if (stores_.size() >= kCachedTenants) stores_.clear();
+  stores_.emplace(std::string(tenant), store);
+  return Queue(tenant_options_, std::move(store));
 }
 
 void FairState::pushed(Transaction& tr, std::string_view tenant, std::int64_t due_us) const {
@@ -90,14 +98,16 @@ template <typename T>
 FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, int max_retired) {
   index_.file_due(tr);
   for (int retired = 0; retired < max_retired; ++retired) {
-    const std::optional<RingEntry> head = index_.head(tr);
-    if (!head) return {};
-    Queue queue = tenant_queue(head->tenant);
-    if (std::optional<T> v = serve_one(head->tenant, queue, tr)) {
-      index_.advance(tr, *head);
+    // The head and whether another tenant follows it (if not, re-filing need not read the back).
+    const std::vector<RingEntry> first = index_.window(tr, 2);
+    if (first.empty()) return {};
+    const RingEntry& head = first[0];
+    Queue queue = tenant_queue(head.tenant);
+    if (std::optional<T> v = serve_one(head.tenant, queue, tr)) {
+      index_.advance(tr, head, 1, /*alone=*/first.size() == 1);
       return {true, std::move(v)};
     }
-    index_.retire(tr, *head);
+    index_.retire(tr, head);
   }
   return {false, std::nullopt};
 }
@@ -176,24 +186,41 @@ void FairState::serve_pops(std::vector<combining::Request*>& group) {
 std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, std::size_t n) {
   const TransactionLimits limits = db_->limits();
   std::vector<std::optional<FairItem>> out;
+  index_.file_due(tr);
   TransactionUsage before = tr.usage();
-  std::size_t turn_ops = 0, turn_bytes = 0;  // the most one turn cost so far
+  std::size_t turn_ops = 0, turn_bytes = 0;  // the most one tenant's turns cost so far
+  int retired = 0;
   while (out.size() < n) {
-    Turn<FairItem> turn = serve<FairItem>(tr, pop_one, kRetirePerTransaction);
-    if (!turn.done) break;  // many tenants left the ring: commit that, go on
-    if (!turn.value) {      // nothing ready: every pop left gets nullopt
+    const std::size_t wanted = n - out.size();
+    const std::vector<RingEntry> ring = index_.window(tr, static_cast<int>(wanted));
+    if (ring.empty()) {  // nothing ready: every pop left gets nullopt
       out.resize(n);
       break;
     }
-    out.push_back(std::move(turn.value));
-    const TransactionUsage now = tr.usage();
-    turn_ops = std::max(turn_ops, now.operations - before.operations);
-    turn_bytes = std::max(turn_bytes, now.bytes - before.bytes);
-    before = now;
-    // Room for one more turn and the marker, with a margin of one turn.
-    if (now.operations + 2 * turn_ops + 8 > limits.max_operations ||
-        now.bytes + 2 * turn_bytes + 4096 > limits.max_bytes) {
-      break;
+    // One entry when more were asked for: the window read the whole ring, so the tenant is alone
+    // in it and has every turn left.
+    const bool alone = ring.size() == 1 && wanted > 1;
+    for (const RingEntry& entry : ring) {
+      const std::size_t want =
+          alone ? wanted : std::min(static_cast<std::size_t>(entry.credit), n - out.size());
+      if (want == 0) break;
+      std::vector<std::string> got = tenant_queue(entry.tenant).pop_batch(tr, want);
+      if (got.empty()) {  // its items ran out (read with a conflict): it leaves the ring
+        index_.retire(tr, entry);
+        if (++retired == kRetirePerTransaction) return out;  // commit that, go on
+        continue;
+      }
+      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone);
+      for (std::string& v : got) out.push_back(FairItem{entry.tenant, std::move(v)});
+      const TransactionUsage now = tr.usage();
+      turn_ops = std::max(turn_ops, now.operations - before.operations);
+      turn_bytes = std::max(turn_bytes, now.bytes - before.bytes);
+      before = now;
+      // Room for one more tenant's turns and the marker, with a margin of one more.
+      if (now.operations + 2 * turn_ops + 8 > limits.max_operations ||
+          now.bytes + 2 * turn_bytes + 4096 > limits.max_bytes) {
+        return out;
+      }
     }
   }
   return out;

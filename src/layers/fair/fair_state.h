@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,13 +29,18 @@
 
 namespace kvq::detail {
 
+class ItemStore;
+
 class FairState {
  public:
   // Throws invalid_argument for a null db, invalid_option_value for negative options.
   FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOptions options);
 
   // `tenant`'s items (after FairKeys::check_tenant); every change of its ready count also goes to
-  // FairKeys::ready_total in the same transaction.
+  // FairKeys::ready_total in the same transaction. The item stores of up to kCachedTenants
+  // tenants are kept (all dropped when full), so repeated turns of a tenant neither rebuild its
+  // store nor lose its end-window hints (contention/end_windows.h: on etcd, a read at the front of
+  // a deep tenant's items would otherwise count all of them).
   Queue tenant_queue(std::string_view tenant) const;
   // Blind writes of a push to `tenant` (due_us 0: ready now): its wake-up, its registry entry and
   // the change counter.
@@ -72,6 +79,7 @@ class FairState {
   const FairQueueOptions& options() const { return options_; }
 
   static constexpr int kRetirePerTransaction = 16;
+  static constexpr std::size_t kCachedTenants = 256;
 
  private:
   // At most one served turn; `done` false if kRetirePerTransaction tenants left the ring first
@@ -87,8 +95,12 @@ class FairState {
   std::optional<T> serve_marked(const Serve<T>& serve_one);
   Serve<Lease> taker(std::chrono::milliseconds vt) const;
   // Combined pops: the leader serves its group in as few marked transactions as the engine's
-  // limits allow, one turn per pop, in order.
+  // limits allow, in the order single pops would serve them.
   void serve_pops(std::vector<combining::Request*>& group);
+  // Up to `n` pops in one pass over the ring: a read of its first n entries, then one pop_batch
+  // per tenant of as many items as its credit (all n if it is alone in the ring), its entry
+  // advanced once for them; another pass if tenants left the ring. nullopt for each pop left if
+  // no tenant has a ready item. Fewer if the engine's limits or kRetirePerTransaction are reached.
   std::vector<std::optional<FairItem>> pops_that_fit(Transaction& tr, std::size_t n);
   template <typename T>
   std::optional<T> wait(const std::function<std::optional<T>()>& attempt,
@@ -101,6 +113,9 @@ class FairState {
   QueueOptions tenant_options_;
   Markers markers_;
   std::unique_ptr<combining::Combiner> pops_;  // options.combine only
+  // tenant_queue's cache of item stores, by tenant.
+  mutable std::mutex stores_mu_;
+  mutable std::map<std::string, std::shared_ptr<ItemStore>, std::less<>> stores_;
 };
 
 }  // namespace kvq::detail
