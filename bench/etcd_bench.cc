@@ -67,9 +67,15 @@ Row run(const std::string& name, int clients, double seconds, Op op) {
       long n = 0;
       while (!stop.load(std::memory_order_relaxed)) {
         switch (op(c, n++)) {
-          case Outcome::kDone: ops.fetch_add(1, std::memory_order_relaxed); break;
-          case Outcome::kEmpty: empty.fetch_add(1, std::memory_order_relaxed); break;
-          case Outcome::kError: errors.fetch_add(1, std::memory_order_relaxed); break;
+          case Outcome::kDone:
+            ops.fetch_add(1, std::memory_order_relaxed);
+            break;
+          case Outcome::kEmpty:
+            empty.fetch_add(1, std::memory_order_relaxed);
+            break;
+          case Outcome::kError:
+            errors.fetch_add(1, std::memory_order_relaxed);
+            break;
         }
       }
     });

@@ -114,6 +114,7 @@ bench_kvq() {  # bench_kvq NAME URL CLIENTS [--combine]
     --seconds "$seconds" --json "$@" |
     jq -r '.results[] | [.mode, .op, .ops_per_s] | @tsv' |
     while IFS=$'\t' read -r mode op rate; do
+      mode=${mode%+c}  # "hc+c": high-contention pops, combined (the name says -comb)
       [ "$op" = push ] && [ "$mode" = hc ] && continue  # pushes do not depend on the pop mode
       local label=$name
       [ "$op" = pop ] && label="$name-$mode"

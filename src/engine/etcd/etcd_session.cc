@@ -60,7 +60,7 @@ std::vector<KeyValue> EtcdSession::get_range(std::string_view begin, std::string
 }
 
 pb::RangeRequest EtcdSession::page_request(std::string from, std::string to, int limit,
-                                            bool reverse) {
+                                           bool reverse) {
   pb::RangeRequest request;
   request.set_key(std::move(from));
   request.set_range_end(std::move(to));
@@ -126,8 +126,7 @@ void EtcdSession::prefetch(std::span<const RangeQuery> queries) {
     *txn.add_success()->mutable_request_range() = std::move(request);
   }
   pb::TxnResponse response;
-  if (!cluster_->read_txn(txn, &response).ok() ||
-      response.responses_size() != txn.success_size()) {
+  if (!cluster_->read_txn(txn, &response).ok() || response.responses_size() != txn.success_size()) {
     return;
   }
   const Version revision = response.header().revision();

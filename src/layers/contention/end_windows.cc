@@ -128,7 +128,8 @@ std::vector<std::optional<KeyValue>> read_last_of_priorities(
     if (!items.hints) continue;
     std::lock_guard lock(items.hints->mu);
     auto it = items.hints->tails.find(priority);
-    if (it != items.hints->tails.end()) bounds.back() = bound_at(items, {priority, it->second}, -kWindow);
+    if (it != items.hints->tails.end())
+      bounds.back() = bound_at(items, {priority, it->second}, -kWindow);
   }
   // The window next to each hint (or the whole priority) in one go; then the rest of the
   // priorities whose window was empty, one by one (read_two_parts).
@@ -136,14 +137,16 @@ std::vector<std::optional<KeyValue>> read_last_of_priorities(
   for (std::size_t i = 0; i < all.size(); ++i) {
     const bool windowed = bounds[i] && *bounds[i] > all[i].begin && *bounds[i] < all[i].end;
     if (!windowed) bounds[i].reset();
-    windows.push_back({bounds[i] ? *bounds[i] : all[i].begin, all[i].end,
+    windows.push_back({bounds[i] ? *bounds[i] : all[i].begin,
+                       all[i].end,
                        {.limit = 1, .reverse = true, .snapshot = true}});
   }
   std::vector<std::vector<KeyValue>> near = tr.get_ranges(windows);
   std::vector<std::optional<KeyValue>> out;
   for (std::size_t i = 0; i < all.size(); ++i) {
     if (near[i].empty() && bounds[i]) {
-      near[i] = tr.get_range(all[i].begin, *bounds[i], {.limit = 1, .reverse = true, .snapshot = true});
+      near[i] =
+          tr.get_range(all[i].begin, *bounds[i], {.limit = 1, .reverse = true, .snapshot = true});
     }
     out.emplace_back();
     if (near[i].empty()) continue;
