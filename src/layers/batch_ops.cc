@@ -167,11 +167,8 @@ std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std
         if (attempts++ > 0) return std::nullopt;
         // A point read of the waiting-request count (not a scan of the request range); it
         // conflicts with every registration and fulfilment, like a read of the whole range.
-        // Pops waiting: serve them first in this transaction (no overtaking), as pop_batch does,
-        // rather than queue the group up behind them, which keeps pops waiting for good once
-        // fulfilment is slower than the pops arriving (etcd: every staged pop a round trip more).
         auto waiting = tr.get(staged_->keys().waiting());
-        if (waiting && common::decode_le64(*waiting) != 0) staged_->serve_all(tr);
+        if (waiting && common::decode_le64(*waiting) != 0) return std::nullopt;
         std::vector<std::string> got = pop_fitting(tr, side, n);
         if (got.empty() && staged_->has_abandoned(tr)) return std::nullopt;
         cleared = markers_.write(tr, marker);

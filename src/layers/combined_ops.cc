@@ -87,7 +87,7 @@ void CombinedOps::serve_pops(std::vector<combining::Request*>& group, contention
     while (served < group.size()) {
       std::vector<std::string> values;
       if (!next_batch(side, group.size() - served, &values)) {
-        // Contention with other processes: the rest queue up (staged requests).
+        // Contention with other processes (or their pops are waiting): the rest queue up.
         for (std::size_t i = served; i < group.size(); ++i) {
           static_cast<PopRequest*>(group[i])->staged = true;
         }

@@ -82,8 +82,8 @@ class ItemStore {
   std::vector<std::string> pop_batch(Side side, std::size_t n);
   // As pop_batch inside `tr`.
   std::vector<std::string> pop_batch(Transaction& tr, Side side, std::size_t n);
-  // High-contention mode's fast path for a batch: one attempt at pop_batch (waiting pops are
-  // served first, in the same transaction); nullopt if the attempt conflicted, or the queue looks
+  // High-contention mode's fast path for a batch: one attempt at pop_batch; nullopt if pops are
+  // waiting (a new pop must queue up behind them), the attempt conflicted, or the queue looks
   // empty while abandoned deliveries wait to be put back. Then the pops should be staged.
   std::optional<std::vector<std::string>> pop_batch_fast(Side side, std::size_t n);
   // pop(side, timeout) without combining (a combined pop that must be staged runs this).
