@@ -23,23 +23,17 @@ struct Target {
   Target(std::shared_ptr<Database> db, const BenchOptions& o, const std::string& kind,
          const std::string& mode, int seq)
       : space(Tuple().append("bench").append(seq).append(kind)),
-        q(db, space, queue_options(o, mode)),
-        pq(db, space, pq_options(o, mode)),
+        q(db, space, options(o, mode)),
+        pq(db, space, options(o, mode)),
         is_pq(kind == "pq") {}
 
-  static QueueOptions queue_options(const BenchOptions& o, const std::string& mode) {
+  // The options of both structures (PriorityQueueOptions is QueueOptions).
+  static QueueOptions options(const BenchOptions& o, const std::string& mode) {
     QueueOptions qo;
     qo.high_contention = mode == "hc";
     qo.contention.batch_size = o.batch_size;
     qo.combine = o.combine;
     return qo;
-  }
-  static PriorityQueueOptions pq_options(const BenchOptions& o, const std::string& mode) {
-    PriorityQueueOptions po;
-    po.high_contention = mode == "hc";
-    po.contention.batch_size = o.batch_size;
-    po.combine = o.combine;
-    return po;
   }
 
   Subspace space;

@@ -19,14 +19,9 @@ namespace {
 using history::flatten;
 using history::now_ns;
 
-QueueOptions queue_options(bool high_contention) {
+// The options of the demo's Queue and PriorityQueue (PriorityQueueOptions is QueueOptions).
+QueueOptions structure_options(bool high_contention) {
   QueueOptions o;
-  o.high_contention = high_contention;
-  return o;
-}
-
-PriorityQueueOptions pq_options(bool high_contention) {
-  PriorityQueueOptions o;
   o.high_contention = high_contention;
   return o;
 }
@@ -36,8 +31,8 @@ struct Demo {
   Demo(const DemoOptions& options, std::shared_ptr<Database> database, Subspace space)
       : o(options),
         db(std::move(database)),
-        queue(db, space.subspace(Tuple().append("Q")), queue_options(o.high_contention)),
-        pq(db, space.subspace(Tuple().append("P")), pq_options(o.high_contention)),
+        queue(db, space.subspace(Tuple().append("Q")), structure_options(o.high_contention)),
+        pq(db, space.subspace(Tuple().append("P")), structure_options(o.high_contention)),
         producers(o.clients / 2),
         consumers(o.clients - producers),
         qpush(producers),
