@@ -2,12 +2,15 @@
 // directly in the documented key layout (docs/queues.md), so the order of requests is known.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvq/kvq.h"
+#include "layers/contention/stats.h"
 #include "support/layer_fixture.h"
 
 namespace kvq {
@@ -21,12 +24,15 @@ class HighContentionTest : public LayerTest {
   std::string slot_key(const std::string& id) const {
     return control().pack(Tuple().append("slot").append(Bytes(id)));
   }
-  // Registers a pop request for `id` exactly as a popper does.
-  void add_phantom_request(const std::string& id, std::int64_t side = 0) {
+  // Registers a request for `count` pops for `id` exactly as a popper (or a combined group of
+  // `count` pops) does; count 1 is written as kvq did before group requests, without the count.
+  void add_phantom_request(const std::string& id, std::int64_t side = 0, std::int64_t count = 1) {
+    Tuple request = Tuple().append(Bytes(id)).append(side);
+    if (count != 1) request.append(count);
     db_->run([&](Transaction& tr) {
       tr.set_versionstamped_key(control().pack_with_versionstamp(
                                     Tuple().append("req").append(Versionstamp::incomplete())),
-                                Tuple().append(Bytes(id)).append(side).pack());
+                                request.pack());
       std::string slot("\x00", 1);
       slot.append(10, '\0');
       slot.append("\x01\x00\x00\x00", 4);
@@ -50,27 +56,42 @@ class HighContentionTest : public LayerTest {
     return db_->run([&](Transaction& tr) { return tr.get(key); });
   }
   // The item delivered to `id`'s slot (docs/queues.md: \x01 + le32 key length + key + value, or
-  // \x04 + key with the value in res), "<empty>" for \x02, "<waiting>" otherwise.
+  // \x04 + key with the value in res), "<empty>" for \x02, "<waiting>" otherwise; several items
+  // (\x05 + (le32 key length + key + le32 value length + value)...) joined by ",".
   std::string delivered(const std::string& id) {
     auto s = get(slot_key(id));
     if (!s || s->empty()) return "<absent>";
     if ((*s)[0] == '\x02') return "<empty>";
     if ((*s)[0] == '\x04')
       return get(control().pack(Tuple().append("res").append(Bytes(id)))).value_or("?");
+    if ((*s)[0] == '\x05') return delivered_many(*s);
     if ((*s)[0] != '\x01' || s->size() < 5) return "<waiting>";
+    return s->substr(5 + le32(*s, 1));
+  }
+  static std::uint32_t le32(const std::string& s, std::size_t at) {
     std::uint32_t n = 0;
     for (int i = 0; i < 4; ++i)
-      n |= static_cast<std::uint32_t>(static_cast<unsigned char>((*s)[1 + i])) << (8 * i);
-    return s->substr(5 + n);
+      n |= static_cast<std::uint32_t>(static_cast<unsigned char>(s[at + i])) << (8 * i);
+    return n;
+  }
+  static std::string delivered_many(const std::string& s) {
+    std::string out;
+    for (std::size_t at = 1; at + 4 <= s.size();) {
+      at += 4 + le32(s, at);  // the item's key
+      const std::uint32_t n = le32(s, at);
+      out += (out.empty() ? "" : ",") + s.substr(at + 4, n);
+      at += 4 + n;
+    }
+    return out;
   }
   // `n` phantom requests with ids "phantom-<i>" padded to 20 bytes, registered in order, a few
   // per transaction (etcd bounds the operations of one).
-  std::vector<std::string> add_phantoms(int n, std::int64_t side = 0) {
+  std::vector<std::string> add_phantoms(int n, std::int64_t side = 0, std::int64_t count = 1) {
     std::vector<std::string> ids;
     for (int i = 0; i < n; ++i) {
       std::string id = "phantom-" + std::to_string(100000 + i);
       id.resize(20, '.');
-      add_phantom_request(id, side);
+      add_phantom_request(id, side, count);
       ids.push_back(id);
     }
     return ids;
@@ -208,6 +229,123 @@ std::vector<testing::LayerParam> hc_only() {
     if (p.high_contention) out.push_back(p);
   }
   return out;
+}
+
+// A combined group of pops stages as one request for several items: the fulfiller answers it with
+// the next items, in order, in one slot.
+TEST_P(HighContentionTest, GroupRequestGetsTheNextItemsInOrder) {
+  QueueOptions o;
+  o.high_contention = true;
+  Queue q(db_, space_, o);
+  for (int i = 0; i < 5; ++i) q.push("item-" + std::to_string(i));
+  const std::string group(20, 'G');
+  add_phantom_request(group, /*side=*/0, /*count=*/3);
+  EXPECT_EQ(q.pop(), "item-3");  // behind the group's three
+  EXPECT_EQ(delivered(group), "item-0,item-1,item-2");
+  EXPECT_EQ(q.size(), 1);
+  EXPECT_EQ(count("req"), 0);
+}
+
+// Group requests whose items outgrow one transaction of the engine (etcd's --max-txn-ops) get
+// fewer items, at least one each, in request order; every item goes to exactly one request.
+TEST_P(HighContentionTest, GroupRequestsAreCutToTheEngineLimitsInOrder) {
+  QueueOptions o;
+  o.high_contention = true;
+  Queue q(db_, space_, o);
+  constexpr int kItems = 241;
+  auto ids = add_phantoms(6, /*side=*/0, /*count=*/40);
+  for (int i = 0; i < kItems; ++i) q.push("item-" + std::to_string(i));
+  const std::optional<std::string> mine = q.pop();
+  std::vector<std::string> items;
+  for (const std::string& id : ids) {
+    const std::string got = delivered(id);
+    ASSERT_EQ(got.rfind("item-", 0), 0u) << got;
+    for (std::size_t at = 0; at != std::string::npos;) {
+      const std::size_t comma = got.find(',', at);
+      items.push_back(got.substr(at, comma == std::string::npos ? comma : comma - at));
+      at = comma == std::string::npos ? comma : comma + 1;
+    }
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) EXPECT_EQ(items[i], "item-" + std::to_string(i));
+  EXPECT_EQ(mine, "item-" + std::to_string(items.size()));
+  EXPECT_EQ(q.size(), kItems - static_cast<std::int64_t>(items.size()) - 1);
+  EXPECT_EQ(count("req"), 0);
+}
+
+// A slot holds at most one value's bytes (100,000): a group request for big items gets what fits.
+TEST_P(HighContentionTest, GroupRequestForBigItemsGetsWhatFitsInOneSlot) {
+  QueueOptions o;
+  o.high_contention = true;
+  Queue q(db_, space_, o);
+  for (char c : {'a', 'b', 'c'}) q.push(std::string(60'000, c));
+  const std::string group(20, 'G');
+  add_phantom_request(group, /*side=*/0, /*count=*/3);
+  EXPECT_EQ(q.pop(), std::string(60'000, 'b'));
+  EXPECT_EQ(delivered(group), std::string(60'000, 'a'));
+  EXPECT_EQ(q.size(), 1);
+}
+
+// Items delivered to a group whose popper went away (its slot older than request_ttl) all go back
+// to their keys, and in order to the next pops.
+TEST_P(HighContentionTest, ItemsDeliveredToAnAbandonedGroupGoBack) {
+  QueueOptions o;
+  o.high_contention = true;
+  o.contention.request_ttl = std::chrono::milliseconds(1000);
+  Queue q(db_, space_, o);
+  for (int i = 0; i < 4; ++i) q.push("item-" + std::to_string(i));
+  // A request id starts with its creation time (unix ms, big-endian).
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  std::string gone;
+  for (int i = 7; i >= 0; --i) gone.push_back(static_cast<char>((now_ms >> (8 * i)) & 0xff));
+  gone.append(12, 'A');
+  add_phantom_request(gone, /*side=*/0, /*count=*/3);
+  EXPECT_EQ(q.pop(), "item-3");
+  EXPECT_EQ(delivered(gone), "item-0,item-1,item-2");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const std::string next(20, 'N');
+  add_phantom_request(next);  // the next pop queues up behind it, and its batch reclaims
+  EXPECT_EQ(q.pop(), "item-1");
+  EXPECT_EQ(delivered(next), "item-0");
+  EXPECT_EQ(delivered(gone), "<absent>");
+  EXPECT_EQ(q.size(), 1);
+}
+
+// Combined pops that find pops waiting queue up as one request per group, not one per pop. The
+// first group waits behind `early` (the lease is held elsewhere); `late`, registered meanwhile,
+// is handed the lease when that group is served (one request per batch), so the next group of
+// the other threads finds a pop waiting and stages too.
+TEST_P(HighContentionTest, CombinedPopsThatMustQueueUpStageAsOneRequestPerGroup) {
+  QueueOptions o;
+  o.high_contention = true;
+  o.combine = true;
+  o.contention.batch_size = 1;
+  o.contention.lease = std::chrono::milliseconds(200);
+  Queue q(db_, space_, o);
+  constexpr int kThreads = 8;
+  for (int i = 0; i < kThreads + 2; ++i) q.push("item-" + std::to_string(i));
+  const std::string early(20, 'E'), late(20, 'L');
+  add_phantom_request(early);
+  hold_lease(std::chrono::milliseconds(500));
+  detail::ContentionStats& stats = detail::contention_stats();
+  const std::uint64_t requests = stats.requests.load(), staged = stats.staged_pops.load();
+  std::vector<std::optional<std::string>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { got[t] = q.pop(); });
+  while (count("req") < 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  add_phantom_request(late);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(stats.staged_pops.load() - staged, static_cast<std::uint64_t>(kThreads));
+  EXPECT_LE(stats.requests.load() - requests, 2u);
+  EXPECT_EQ(delivered(early), "item-0");
+  std::vector<std::string> all{delivered(early), delivered(late)};
+  for (const auto& v : got) all.push_back(v.value_or("<none>"));
+  std::sort(all.begin(), all.end());
+  std::vector<std::string> want;
+  for (int i = 0; i < kThreads + 2; ++i) want.push_back("item-" + std::to_string(i));
+  EXPECT_EQ(all, want);
+  EXPECT_EQ(q.size(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, HighContentionTest, ::testing::ValuesIn(hc_only()),

@@ -22,7 +22,6 @@ struct PushRequest : combining::Request {
 struct PopRequest : combining::Request {
   std::optional<std::string> value;
   std::exception_ptr error;  // a later batch of the group failed after earlier ones committed
-  bool staged = false;       // high-contention mode: pop alone, queued up behind waiting pops
 };
 
 // Groups that fit in one transaction of `db`: about two engine operations per item (etcd counts
@@ -53,7 +52,6 @@ std::optional<std::string> CombinedOps::pop(contention::Side side) {
   combining::Combiner& c = side == contention::Side::kFront ? front_pops_ : back_pops_;
   c.submit(r, [&](std::vector<combining::Request*>& group) { serve_pops(group, side); });
   if (r.error) std::rethrow_exception(r.error);
-  if (r.staged) return store_.pop_alone(side, std::chrono::milliseconds(0));
   return std::move(r.value);
 }
 
@@ -85,14 +83,7 @@ void CombinedOps::serve_pops(std::vector<combining::Request*>& group, contention
   std::size_t served = 0;
   try {
     while (served < group.size()) {
-      std::vector<std::string> values;
-      if (!next_batch(side, group.size() - served, &values)) {
-        // Contention with other processes (or their pops are waiting): the rest queue up.
-        for (std::size_t i = served; i < group.size(); ++i) {
-          static_cast<PopRequest*>(group[i])->staged = true;
-        }
-        return;
-      }
+      std::vector<std::string> values = next_batch(side, group.size() - served);
       if (values.empty()) break;
       for (std::string& v : values) static_cast<PopRequest*>(group[served++])->value = std::move(v);
     }
@@ -104,16 +95,16 @@ void CombinedOps::serve_pops(std::vector<combining::Request*>& group, contention
   }
 }
 
-// The next pop batch of a group: in high-contention mode one attempt (false: stage instead).
-bool CombinedOps::next_batch(contention::Side side, std::size_t n, std::vector<std::string>* out) {
-  if (!store_.high_contention()) {
-    *out = store_.pop_batch(side, n);
-    return true;
+// The next pop batch of a group. In high-contention mode one attempt; if it conflicts with other
+// processes (or their pops are waiting), the rest of the group queues up behind them as one
+// request.
+std::vector<std::string> CombinedOps::next_batch(contention::Side side, std::size_t n) {
+  if (!store_.high_contention()) return store_.pop_batch(side, n);
+  if (auto got = store_.pop_batch_fast(side, n)) {
+    contention_stats().fast_pops.fetch_add(got->size(), std::memory_order_relaxed);
+    return std::move(*got);
   }
-  auto got = store_.pop_batch_fast(side, n);
-  if (!got) return false;
-  *out = std::move(*got);
-  return true;
+  return store_.pop_staged_batch(side, n);
 }
 
 std::size_t CombinedOps::groups() const {

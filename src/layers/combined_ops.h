@@ -42,7 +42,7 @@ class CombinedOps {
   void serve_pushes(std::vector<combining::Request*>& group);
   void push_halving(std::span<const PushItem> items);
   void serve_pops(std::vector<combining::Request*>& group, contention::Side side);
-  bool next_batch(contention::Side side, std::size_t n, std::vector<std::string>* out);
+  std::vector<std::string> next_batch(contention::Side side, std::size_t n);
 
   ItemStore& store_;
   combining::Combiner pushes_, front_pops_, back_pops_;

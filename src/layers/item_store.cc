@@ -168,6 +168,12 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
   return staged_->pop(side, deadline);
 }
 
+std::vector<std::string> ItemStore::pop_staged_batch(Side side, std::size_t n) {
+  contention_stats().staged_pops.fetch_add(n, std::memory_order_relaxed);
+  return staged_->pop_many(side, static_cast<std::int64_t>(n),
+                           contention::StagedPops::Clock::time_point::max());
+}
+
 // One attempt at the plain pop, unless pops are already waiting (then a new pop must queue up
 // behind them) or the queue looks empty while abandoned deliveries wait to be put back. After a
 // failed attempt (conflict) the pop queues up too; after commit_unknown_result the marker tells.

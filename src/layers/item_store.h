@@ -86,8 +86,12 @@ class ItemStore {
   // waiting (a new pop must queue up behind them), the attempt conflicted, or the queue looks
   // empty while abandoned deliveries wait to be put back. Then the pops should be staged.
   std::optional<std::vector<std::string>> pop_batch_fast(Side side, std::size_t n);
-  // pop(side, timeout) without combining (a combined pop that must be staged runs this).
+  // pop(side, timeout) without combining.
   std::optional<std::string> pop_alone(Side side, std::chrono::milliseconds timeout);
+  // High-contention mode: `n` pops staged as one request behind the waiting ones (a combined group
+  // whose fast path failed): 1 to n items in pop order, fewer if the fulfiller had room for
+  // fewer; none if the queue was empty. Own retry loop; no timeout.
+  std::vector<std::string> pop_staged_batch(Side side, std::size_t n);
   bool high_contention() const { return staged_ != nullptr; }
 
   // ---- takes (batch_ops.cc): leases of the items pops would return ----

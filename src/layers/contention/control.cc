@@ -1,5 +1,6 @@
 #include "layers/contention/control.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/bytes.h"
@@ -16,20 +17,49 @@ constexpr char kDeliveredByte = '\x01';
 constexpr char kEmptyByte = '\x02';
 constexpr char kBatonByte = '\x03';
 constexpr char kDeliveredInResByte = '\x04';
+constexpr char kDeliveredManyByte = '\x05';
 constexpr std::size_t kIdRandomSize = 12;
 constexpr std::size_t kStampSize = common::kVersionstampSize;
 
-Slot decode_delivered(std::string_view v) {
-  if (v.size() < 5) throw Error(ErrorCode::kCorruption, "queue: truncated delivered slot");
-  const std::uint32_t n = common::decode_le32(v.substr(1));
-  if (v.size() < 5 + static_cast<std::size_t>(n)) {
-    throw Error(ErrorCode::kCorruption, "queue: truncated delivered slot");
-  }
+Error truncated_slot() { return Error(ErrorCode::kCorruption, "queue: truncated delivered slot"); }
+
+// Reads le32(len) + len bytes at *pos of `v`, advancing *pos.
+std::string_view next_field(std::string_view v, std::size_t* pos) {
+  if (v.size() < *pos + 4) throw truncated_slot();
+  const std::uint32_t n = common::decode_le32(v.substr(*pos));
+  *pos += 4;
+  if (v.size() - *pos < n) throw truncated_slot();
+  std::string_view field = v.substr(*pos, n);
+  *pos += n;
+  return field;
+}
+
+Slot decode_delivered_one(std::string_view v) {
+  std::size_t pos = 1;
   Slot s;
   s.kind = Slot::kDelivered;
-  s.item_key = std::string(v.substr(5, n));
-  s.value = std::string(v.substr(5 + n));
+  std::string_view key = next_field(v, &pos);
+  s.items.push_back(KeyValue{std::string(key), std::string(v.substr(pos))});
   return s;
+}
+
+Slot decode_delivered_many(std::string_view v) {
+  std::size_t pos = 1;
+  Slot s;
+  s.kind = Slot::kDelivered;
+  while (pos < v.size()) {
+    std::string_view key = next_field(v, &pos);
+    std::string_view value = next_field(v, &pos);
+    s.items.push_back(KeyValue{std::string(key), std::string(value)});
+  }
+  if (s.items.empty()) throw truncated_slot();
+  return s;
+}
+
+void append_field(std::string* out, std::string_view field) {
+  const auto n = static_cast<std::uint32_t>(field.size());
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out->append(field);
 }
 
 Slot decode_slot(std::string_view v) {
@@ -43,10 +73,13 @@ Slot decode_slot(std::string_view v) {
       s.stamp = std::string(v.substr(1));
       return s;
     case kDeliveredByte:
-      return decode_delivered(v);
+      return decode_delivered_one(v);
+    case kDeliveredManyByte:
+      return decode_delivered_many(v);
     case kDeliveredInResByte:
       s.kind = Slot::kDelivered;
-      s.item_key = std::string(v.substr(1));
+      s.items.push_back(KeyValue{std::string(v.substr(1)), {}});
+      s.value_in_res = true;
       return s;
     case kEmptyByte:
       s.kind = Slot::kEmpty;
@@ -99,6 +132,21 @@ std::string new_request_id() {
          common::random_bytes(kIdRandomSize);
 }
 
+std::string encode_request(const RequestValue& r) {
+  return Tuple()
+      .append(Bytes(r.id))
+      .append(static_cast<std::int64_t>(r.side))
+      .append(r.count)
+      .pack();
+}
+
+RequestValue decode_request(std::string_view value) {
+  Tuple t = Tuple::unpack(value);
+  RequestValue r{t.get_bytes(0).data, static_cast<Side>(t.get_int(1)), 1};
+  if (t.size() > 2) r.count = std::max<std::int64_t>(t.get_int(2), 1);
+  return r;
+}
+
 std::int64_t request_created_ms(std::string_view id) {
   return static_cast<std::int64_t>(common::decode_be64(id));
 }
@@ -120,14 +168,29 @@ std::string baton_slot(std::string_view stamp) {
   return std::string(1, kBatonByte) + std::string(stamp);
 }
 
-std::optional<std::string> delivered_inline(const KeyValue& item) {
-  if (5 + item.key.size() + item.value.size() > kMaxValueSize) return std::nullopt;
-  std::string v(1, kDeliveredByte);
-  const auto n = static_cast<std::uint32_t>(item.key.size());
-  for (int i = 0; i < 4; ++i) v.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  v += item.key;
-  v += item.value;
+std::optional<std::string> delivered_inline(std::span<const KeyValue* const> items) {
+  if (items.size() == 1) {
+    const KeyValue& item = *items[0];
+    if (5 + item.key.size() + item.value.size() > kMaxValueSize) return std::nullopt;
+    std::string v(1, kDeliveredByte);
+    append_field(&v, item.key);
+    v += item.value;
+    return v;
+  }
+  std::size_t size = 1;
+  for (const KeyValue* item : items) size += delivered_entry_size(*item);
+  if (size > kMaxValueSize) return std::nullopt;
+  std::string v(1, kDeliveredManyByte);
+  v.reserve(size);
+  for (const KeyValue* item : items) {
+    append_field(&v, item->key);
+    append_field(&v, item->value);
+  }
   return v;
+}
+
+std::size_t delivered_entry_size(const KeyValue& item) {
+  return 8 + item.key.size() + item.value.size();
 }
 
 std::string delivered_in_res(std::string_view item_key) {

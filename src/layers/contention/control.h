@@ -1,6 +1,6 @@
 // Internal: the control keys of high-contention pops and the codec of a popper's slot, under
 // subspace + ("kvq", ...) of a Queue or PriorityQueue (docs/queues.md has the table):
-//   ("kvq", "req", versionstamp)  = (request id, side)   a waiting pop, in registration order
+//   ("kvq", "req", versionstamp)  = (request id, side, count)  a waiting pop (or group of pops)
 //   ("kvq", "slot", request id)   = the popper's mailbox (Slot below)
 //   ("kvq", "res", request id)    = a delivered item's value too big to inline in the slot
 //   ("kvq", "lease")              = (holder request id, expiry unix ms): the one fulfiller
@@ -13,8 +13,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvq/database.h"
 #include "kvq/subspace.h"
@@ -73,6 +75,18 @@ class ControlKeys {
   std::string slot_begin_, req_begin_, req_end_, lease_, waiting_;
 };
 
+// The value of a request key: (request id, side, count). A request asks for `count` (>= 1) items
+// from `side`: one pop, or a combined group of pops staged as one request. A value without the
+// count (written before group requests existed) asks for one.
+struct RequestValue {
+  std::string id;
+  Side side = Side::kFront;
+  std::int64_t count = 1;
+};
+std::string encode_request(const RequestValue& r);
+// Throws corruption (from the tuple layer) for bytes kvq did not write.
+RequestValue decode_request(std::string_view value);
+
 // A new request id: creation time + random bytes (see the file comment).
 std::string new_request_id();
 // The creation time (unix ms) of a request id.
@@ -80,16 +94,18 @@ std::int64_t request_created_ms(std::string_view id);
 
 // A popper's slot, decoded. Stored as one state byte and a payload:
 //   \x00 + stamp  waiting                 \x03 + stamp  waiting, handed the fulfiller lease
-//   \x01 + le32(len) + item key + value   delivered inline
-//   \x04 + item key                       delivered, the value in res
+//   \x01 + le32(len) + item key + value   one item delivered inline
+//   \x04 + item key                       one item delivered, the value in res
+//   \x05 + (le32(key len) + key + le32(value len) + value) per item
+//                                         several items delivered inline (a request for several)
 //   \x02                                  answered "empty"
-// A delivered slot keeps the item's key so that an item delivered to a popper that went away goes
-// back to exactly where it was.
+// A delivered slot keeps the items' keys so that items delivered to a popper that went away go
+// back to exactly where they were.
 struct Slot {
   enum Kind { kAbsent, kWaiting, kBaton, kDelivered, kEmpty } kind = kAbsent;
-  std::string stamp;                 // kWaiting, kBaton: the request's versionstamp
-  std::string item_key;              // kDelivered
-  std::optional<std::string> value;  // kDelivered inline; nullopt when the value is in res
+  std::string stamp;            // kWaiting, kBaton: the request's versionstamp
+  std::vector<KeyValue> items;  // kDelivered: the items, in the order the popper gets them
+  bool value_in_res = false;    // kDelivered: one item, its value (empty here) is in res
   bool waiting() const { return kind == kWaiting || kind == kBaton; }
 };
 
@@ -100,9 +116,12 @@ Slot read_slot(Transaction& tr, const std::string& key, bool snapshot = false);
 std::string waiting_slot_placeholder();
 // The slot of a request handed the lease (its stamp kept).
 std::string baton_slot(std::string_view stamp);
-// The delivered slot for `item` if it fits inline in one value; nullopt if the value goes to res.
-std::optional<std::string> delivered_inline(const KeyValue& item);
-// The delivered slot whose value is in res.
+// The delivered slot for `items` (at least one, in order) if they fit inline in one value;
+// nullopt if not (one item too big to inline goes to res: delivered_in_res).
+std::optional<std::string> delivered_inline(std::span<const KeyValue* const> items);
+// The bytes one item adds to a slot delivering several (delivered_inline's size).
+std::size_t delivered_entry_size(const KeyValue& item);
+// The delivered slot of one item whose value is in res.
 std::string delivered_in_res(std::string_view item_key);
 std::string empty_slot();
 

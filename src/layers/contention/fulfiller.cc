@@ -19,6 +19,8 @@ constexpr std::size_t kFirstRequestOps = 8;
 constexpr std::size_t kFirstRequestBytes = 2048;
 constexpr std::size_t kTailOps = 12;
 constexpr std::size_t kTailBytes = 4096;
+// What each item beyond a request's first adds on etcd: the read's pin of its key and its clear.
+constexpr std::size_t kItemOps = 2;
 // Abandoned slots one batch looks at.
 constexpr int kReclaimPerBatch = 8;
 
@@ -33,11 +35,12 @@ struct Fulfiller::Batch {
   bool first = true;         // no request consumed yet in this transaction
   std::int64_t taken = 0;    // items taken
   bool mine_served = false;
-  std::optional<std::string> mine_value;
+  std::vector<std::string> mine_values;
   Cost per_request{kFirstRequestOps, kFirstRequestBytes};
   // The items this batch may hand out, read up front (two range reads, not one per request).
   std::vector<KeyValue> ends[2];  // [Side::kFront] first items, [Side::kBack] last items
   std::size_t next[2] = {0, 0};
+  bool exhausted[2] = {false, false};  // the read of that end found fewer items than it asked
   std::set<std::string> used;  // keys already handed out (the two ends may meet)
 };
 
@@ -113,8 +116,8 @@ std::vector<Fulfiller::Request> Fulfiller::read_requests(Transaction& tr) {
   std::vector<Request> reqs;
   reqs.reserve(raw.size());
   for (auto& kv : raw) {
-    Tuple v = Tuple::unpack(kv.value);
-    reqs.push_back({std::move(kv.key), v.get_bytes(0).data, static_cast<Side>(v.get_int(1))});
+    RequestValue v = decode_request(kv.value);
+    reqs.push_back({std::move(kv.key), std::move(v.id), v.side, v.count});
   }
   return reqs;
 }
@@ -153,12 +156,16 @@ void Fulfiller::reclaim_one(Transaction& tr, const std::string& slot, std::int64
 }
 
 void Fulfiller::put_back(Transaction& tr, const std::string& id, const Slot& s) {
-  if (s.item_key < items_.begin || s.item_key >= items_.end) {
-    throw Error(ErrorCode::kCorruption, "queue: a delivered slot names a key outside the items");
+  for (const KeyValue& item : s.items) {
+    if (item.key < items_.begin || item.key >= items_.end) {
+      throw Error(ErrorCode::kCorruption, "queue: a delivered slot names a key outside the items");
+    }
   }
-  std::optional<std::string> value = s.value ? s.value : tr.get(keys_.res(id));
-  if (!value) throw Error(ErrorCode::kCorruption, "queue: delivered item's value is missing");
-  restore(tr, KeyValue{s.item_key, *value});
+  for (const KeyValue& item : s.items) {
+    std::optional<std::string> value = s.value_in_res ? tr.get(keys_.res(id)) : item.value;
+    if (!value) throw Error(ErrorCode::kCorruption, "queue: delivered item's value is missing");
+    restore(tr, KeyValue{item.key, *value});
+  }
   tr.clear(keys_.res(id));
   tr.clear(keys_.slot(id));
 }
@@ -199,9 +206,15 @@ bool Fulfiller::serve_one(Transaction& tr, Batch& b, const Request& req, Result*
   const TransactionUsage before = tr.usage();
   const bool mine = b.me && req.id == *b.me;
   const bool expired = !mine && request_created_ms(req.id) < b.now - options_.request_ttl.count();
-  const KeyValue* item = expired ? nullptr : peek_item(b, req.side);
-  const std::size_t item_bytes = item ? item->key.size() + item->value.size() : 0;
-  if (!b.first && !fits(before, b.per_request, item_bytes)) return false;
+  std::vector<const KeyValue*> items;
+  if (!expired) items = pick_items(b, req, before);
+  // "Empty" only if the end really has no item left; items not read (the read was bounded by the
+  // operation budget) or not fitting leave the request to the next batch.
+  const int side = static_cast<int>(req.side);
+  const bool none_left =
+      items.empty() && (expired || (b.exhausted[side] && !peek_item(b, req.side)));
+  if (items.empty() && !none_left) return false;
+  if (none_left && !b.first && !fits(before, b.per_request, 0)) return false;
   tr.add_read_conflict_key(req.key);
   tr.clear(req.key);
   tr.atomic_add(keys_.waiting(), std::int64_t{-1});
@@ -209,18 +222,51 @@ bool Fulfiller::serve_one(Transaction& tr, Batch& b, const Request& req, Result*
     tr.clear(keys_.slot(req.id));  // a live popper finds its slot gone and registers again
     ++r->expired;
   } else {
-    if (item) b.used.insert(item->key);
-    deliver(tr, b, req, item);
+    deliver(tr, b, req, items);
     ++r->served;
   }
   ++b.consumed;
   b.first = false;
-  const TransactionUsage after = tr.usage();
-  b.per_request.ops = std::max(b.per_request.ops, after.operations - before.operations);
+  learn_request_cost(b, before, tr.usage(), items);
+  return true;
+}
+
+// The items `req` gets: the next ones from its end, up to its count, while they fit in the
+// transaction (with the request's own cost) and together in one inline slot. The batch's first
+// request gets its first item whatever the estimates say. Marks them used.
+std::vector<const KeyValue*> Fulfiller::pick_items(Batch& b, const Request& req,
+                                                   const TransactionUsage& before) {
+  std::vector<const KeyValue*> items;
+  std::size_t item_bytes = 0, slot_bytes = 1;
+  while (static_cast<std::int64_t>(items.size()) < req.count) {
+    const KeyValue* item = peek_item(b, req.side);
+    if (!item) break;
+    const std::size_t bytes = item->key.size() + item->value.size();
+    Cost cost = b.per_request;
+    cost.ops += items.size() * kItemOps;
+    const bool always = b.first && items.empty();
+    if (!always && !fits(before, cost, item_bytes + bytes)) break;
+    if (!items.empty() && slot_bytes + delivered_entry_size(*item) > kMaxValueSize) break;
+    items.push_back(item);
+    b.used.insert(item->key);
+    item_bytes += bytes;
+    slot_bytes += delivered_entry_size(*item);
+  }
+  return items;
+}
+
+// Keeps the most a request cost beyond its items (ops, bytes), for the estimates of later ones.
+void Fulfiller::learn_request_cost(Batch& b, const TransactionUsage& before,
+                                   const TransactionUsage& after,
+                                   const std::vector<const KeyValue*>& items) {
+  std::size_t item_bytes = 0;
+  for (const KeyValue* item : items) item_bytes += item->key.size() + item->value.size();
+  const std::size_t extra_ops = items.size() > 1 ? (items.size() - 1) * kItemOps : 0;
+  const std::size_t ops = after.operations - before.operations;
   const std::size_t grew = after.bytes - before.bytes;
+  b.per_request.ops = std::max(b.per_request.ops, ops > extra_ops ? ops - extra_ops : 0);
   b.per_request.bytes =
       std::max(b.per_request.bytes, grew > item_bytes ? grew - item_bytes : std::size_t{0});
-  return true;
 }
 
 // How many more requests the operation budget allows (at least one for a batch's first).
@@ -239,17 +285,40 @@ bool Fulfiller::fits(const TransactionUsage& u, const Cost& per_request,
          u.bytes + per_request.bytes + item_bytes + kTailBytes <= limits_.max_bytes;
 }
 
-// Reads, for the requests this batch may serve, as many items from each end as they ask for.
-// Read-your-writes leaves out items this transaction already took (serve_all's later rounds).
+// Reads, for the requests this batch may serve, as many items from each end as they ask for and
+// the operation budget has room for. Read-your-writes leaves out items this transaction already
+// took (serve_all's later rounds).
 void Fulfiller::read_ends(Transaction& tr, Batch& b) {
-  int wanted[2] = {0, 0};
-  for (std::size_t i = b.consumed; i < b.cap; ++i) ++wanted[static_cast<int>(b.reqs[i].side)];
+  std::size_t room = item_room(tr, b);
+  std::size_t wanted[2] = {0, 0};
+  for (std::size_t i = b.consumed; i < b.cap && room > 0; ++i) {
+    const std::size_t n = std::min(static_cast<std::size_t>(b.reqs[i].count), room);
+    wanted[static_cast<int>(b.reqs[i].side)] += n;
+    room -= n;
+  }
   for (int side = 0; side < 2; ++side) {
     b.ends[side].clear();
     b.next[side] = 0;
+    b.exhausted[side] = false;
     if (wanted[side] == 0) continue;
-    b.ends[side] = read_end(tr, items_, static_cast<Side>(side), wanted[side], /*snapshot=*/false);
+    b.ends[side] = read_end(tr, items_, static_cast<Side>(side), static_cast<int>(wanted[side]),
+                            /*snapshot=*/false);
+    b.exhausted[side] = b.ends[side].size() < wanted[side];
   }
+}
+
+// How many items the operation budget leaves room to read, besides the requests' own cost (at
+// least one per request, as each request's first item is in its cost).
+std::size_t Fulfiller::item_room(Transaction& tr, const Batch& b) {
+  constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
+  const std::size_t requests = b.cap - b.consumed;
+  if (limits_.max_operations == kUnbounded) return kUnbounded;
+  const std::size_t used =
+      tr.usage().operations + kTailOps + requests * b.per_request.ops;
+  const std::size_t extra = used >= limits_.max_operations
+                                ? 0
+                                : (limits_.max_operations - used) / kItemOps;
+  return requests + extra;
 }
 
 // The next item from `side` not yet handed out, or nullptr if there is none.
@@ -259,29 +328,27 @@ const KeyValue* Fulfiller::peek_item(Batch& b, Side side) {
   return b.next[s] < b.ends[s].size() ? &b.ends[s][b.next[s]] : nullptr;
 }
 
-void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req, const KeyValue* item) {
+void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req,
+                        const std::vector<const KeyValue*>& items) {
   const std::string slot = keys_.slot(req.id);
   const bool mine = b.me && req.id == *b.me;
   if (mine) b.mine_served = true;
-  if (!item) {
-    if (mine) tr.clear(slot);
-    if (!mine) tr.set(slot, empty_slot());
-    return;
-  }
-  tr.clear(item->key);
-  ++b.taken;
+  for (const KeyValue* item : items) tr.clear(item->key);
+  b.taken += static_cast<std::int64_t>(items.size());
   if (mine) {
-    tr.clear(slot);  // the fulfiller takes its own item directly
-    b.mine_value = item->value;
-  } else if (auto inline_slot = delivered_inline(*item)) {
+    tr.clear(slot);  // the fulfiller takes its own items directly
+    for (const KeyValue* item : items) b.mine_values.push_back(item->value);
+  } else if (items.empty()) {
+    tr.set(slot, empty_slot());
+  } else if (auto inline_slot = delivered_inline(items)) {
     tr.set(slot, *inline_slot);
   } else {
-    tr.set(keys_.res(req.id), item->value);
-    tr.set(slot, delivered_in_res(item->key));
+    tr.set(keys_.res(req.id), items[0]->value);  // pick_items: only a single item fails to inline
+    tr.set(slot, delivered_in_res(items[0]->key));
   }
 }
 
-void Fulfiller::finish_leased(Transaction& tr, const Batch& b, const std::string& me, Result* r) {
+void Fulfiller::finish_leased(Transaction& tr, Batch& b, const std::string& me, Result* r) {
   if (b.taken > 0) add_size(tr, items_, -b.taken);
   if (!b.mine_served) {
     tr.set(keys_.lease(), lease_value(me, b.now + options_.lease.count()));
@@ -298,7 +365,7 @@ void Fulfiller::finish_leased(Transaction& tr, const Batch& b, const std::string
     tr.clear(keys_.lease());
   }
   r->kind = Result::kMineTaken;
-  r->value = b.mine_value;
+  r->values = std::move(b.mine_values);
 }
 
 bool Fulfiller::hand_lease_to(Transaction& tr, const std::string& id, std::int64_t now) {

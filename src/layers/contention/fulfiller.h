@@ -1,7 +1,8 @@
 // Internal: fulfilment of waiting high-contention pops (docs/queues.md, "High-contention pops").
 //
 // One transaction (a batch) answers the oldest waiting requests in registration order: each takes
-// the next item from its end, or "empty". A batch is filled up to the engine's TransactionLimits,
+// the next items from its end (as many as it asks for and the batch has room for, at least one),
+// or "empty". A batch is filled up to the engine's TransactionLimits,
 // measured with Transaction::usage() before each request (bytes and etcd's operations, with room
 // kept for the lease and counter writes), and at most options.batch_size requests; the first
 // request of a batch is always served, so a batch always makes progress. A batch also expires
@@ -26,7 +27,7 @@ class Fulfiller {
   struct Result {
     enum Kind { kNoRequests, kServedOthers, kMineServed, kMineTaken, kNotLeader };
     Kind kind = kNoRequests;
-    std::optional<std::string> value;  // kMineTaken: what the fulfiller took for itself
+    std::vector<std::string> values;   // kMineTaken: what the fulfiller took for itself
     std::uint64_t served = 0;          // requests answered
     std::uint64_t expired = 0;         // abandoned requests withdrawn
     std::uint64_t reclaimed = 0;       // abandoned deliveries put back
@@ -47,8 +48,8 @@ class Fulfiller {
   void serve_all(Transaction& tr);
   // Passes the lease from `me` (giving up) to the oldest other waiting request, or frees it.
   void pass_baton(Transaction& tr, const std::string& me);
-  // Puts the item delivered to slot `s` of request `id` back at its key (+1 to the size) and
-  // clears the slot and its res key.
+  // Puts the items delivered to slot `s` of request `id` back at their keys (+1 to the size each)
+  // and clears the slot and its res key.
   void put_back(Transaction& tr, const std::string& id, const Slot& s);
   // Puts `item` back at its key (+1 to the size).
   void restore(Transaction& tr, const KeyValue& item);
@@ -59,6 +60,7 @@ class Fulfiller {
   struct Request {
     std::string key, id;
     Side side;
+    std::int64_t count;  // items asked for
   };
   struct Cost {
     std::size_t ops, bytes;
@@ -75,8 +77,15 @@ class Fulfiller {
   bool fits(const TransactionUsage& u, const Cost& per_request, std::size_t item_bytes) const;
   void read_ends(Transaction& tr, Batch& b);
   const KeyValue* peek_item(Batch& b, Side side);
-  void deliver(Transaction& tr, Batch& b, const Request& req, const KeyValue* item);
-  void finish_leased(Transaction& tr, const Batch& b, const std::string& me, Result* r);
+  std::vector<const KeyValue*> pick_items(Batch& b, const Request& req,
+                                          const TransactionUsage& before);
+  static void learn_request_cost(Batch& b, const TransactionUsage& before,
+                                 const TransactionUsage& after,
+                                 const std::vector<const KeyValue*>& items);
+  std::size_t item_room(Transaction& tr, const Batch& b);
+  void deliver(Transaction& tr, Batch& b, const Request& req,
+               const std::vector<const KeyValue*>& items);
+  void finish_leased(Transaction& tr, Batch& b, const std::string& me, Result* r);
   bool hand_lease_to(Transaction& tr, const std::string& id, std::int64_t now);
 
   const ControlKeys& keys_;

@@ -32,9 +32,16 @@ StagedPops::StagedPops(std::shared_ptr<Database> db, const Subspace& control, It
       fulfiller_(keys_, std::move(items), options, db_->limits()) {}
 
 std::optional<std::string> StagedPops::pop(Side side, Clock::time_point deadline) {
+  std::vector<std::string> got = pop_many(side, 1, deadline);
+  if (got.empty()) return std::nullopt;
+  return std::move(got.front());
+}
+
+std::vector<std::string> StagedPops::pop_many(Side side, std::int64_t n,
+                                              Clock::time_point deadline) {
   for (;;) {
-    const std::string me = register_request(side);
-    std::optional<KeyValue> in_hand;
+    const std::string me = register_request(side, n);
+    std::vector<KeyValue> in_hand;
     Outcome o;
     try {
       o = await(me, deadline, &in_hand);
@@ -42,16 +49,16 @@ std::optional<std::string> StagedPops::pop(Side side, Clock::time_point deadline
       abandon(me, in_hand);
       throw;
     }
-    if (!o.gone) return std::move(o.value);
+    if (!o.gone) return std::move(o.values);
     // Slower than request_ttl: the request expired (or its item went back); queue up again.
   }
 }
 
-std::string StagedPops::register_request(Side side) {
+std::string StagedPops::register_request(Side side, std::int64_t n) {
   const std::string id = new_request_id();
   const std::string slot = keys_.slot(id);
-  const std::string value =
-      Tuple().append(Bytes(id)).append(static_cast<std::int64_t>(side)).pack();
+  const std::string value = encode_request({id, side, n});
+  detail::contention_stats().requests.fetch_add(1, std::memory_order_relaxed);
   run_once(
       *db_,
       [&](Transaction& tr) {
@@ -65,14 +72,14 @@ std::string StagedPops::register_request(Side side) {
 }
 
 StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point deadline,
-                                      std::optional<KeyValue>* in_hand) {
+                                      std::vector<KeyValue>* in_hand) {
   const std::string slot = keys_.slot(me);
   bool waited_for_free_lease = false;
   for (;;) {
     Transaction tr = db_->create_transaction();
     try {
       Slot s = read_slot(tr, slot);
-      if (s.kind == Slot::kAbsent) return Outcome{true, std::nullopt};
+      if (s.kind == Slot::kAbsent) return Outcome{true, {}};
       if (!s.waiting()) return settle(me, /*withdraw_waiting=*/false, in_hand);
       if (common::clock().steady_now() >= deadline) {
         Outcome o = settle(me, /*withdraw_waiting=*/true, in_hand);
@@ -134,7 +141,7 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
       stats.batches.fetch_add(1, std::memory_order_relaxed);
       stats.served.fetch_add(r.served, std::memory_order_relaxed);
     }
-    if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.value)};
+    if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.values)};
     if (r.kind != Fulfiller::Result::kServedOthers) return std::nullopt;
   }
 }
@@ -157,7 +164,7 @@ void StagedPops::wait_on_slot(Transaction& tr, const std::string& slot, std::int
 // Takes the answer delivered to our slot (clearing it) in one transaction; with
 // `withdraw_waiting`, a request still waiting is withdrawn instead (gone).
 StagedPops::Outcome StagedPops::settle(const std::string& me, bool withdraw_waiting,
-                                       std::optional<KeyValue>* in_hand) {
+                                       std::vector<KeyValue>* in_hand) {
   const std::string slot = keys_.slot(me);
   return run_once(
       *db_,
@@ -168,17 +175,23 @@ StagedPops::Outcome StagedPops::settle(const std::string& me, bool withdraw_wait
           if (!withdraw_waiting) throw Error(ErrorCode::kInternalError, "queue: slot not answered");
           withdraw(tr, me, s);
         }
-        if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, std::nullopt};
-        if (s.kind == Slot::kDelivered) {
-          o.value = s.value ? s.value : tr.get(keys_.res(me));
-          if (!o.value) throw Error(ErrorCode::kCorruption, "queue: delivered value is missing");
-          *in_hand = KeyValue{s.item_key, *o.value};
-          tr.clear(keys_.res(me));
-        }
+        if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, {}};
+        if (s.kind == Slot::kDelivered) take_delivered(tr, me, &s);
+        for (const KeyValue& item : s.items) o.values.push_back(item.value);
+        *in_hand = std::move(s.items);
         tr.clear(slot);
         return o;
       },
       [&](Transaction& tr) { return !tr.get(slot).has_value(); }, {}, slot_evidence_left(me));
+}
+
+// Fills in the value of a delivered slot `s` of ours kept in res, clearing res.
+void StagedPops::take_delivered(Transaction& tr, const std::string& me, Slot* s) {
+  if (!s->value_in_res) return;
+  std::optional<std::string> value = tr.get(keys_.res(me));
+  if (!value) throw Error(ErrorCode::kCorruption, "queue: delivered value is missing");
+  s->items.front().value = std::move(*value);
+  tr.clear(keys_.res(me));
 }
 
 // How long "our slot is gone" still means "a transaction of ours cleared it": until our request
@@ -197,12 +210,12 @@ void StagedPops::withdraw(Transaction& tr, const std::string& me, const Slot& s)
   tr.clear(keys_.slot(me));
 }
 
-// A pop leaving by an exception: withdraw the request, or put a delivered item back, in one
-// transaction. If our slot is gone while a consuming transaction of ours had the item in hand,
-// that transaction committed (nobody else clears a slot younger than request_ttl): the item goes
+// A pop leaving by an exception: withdraw the request, or put delivered items back, in one
+// transaction. If our slot is gone while a consuming transaction of ours had the items in hand,
+// that transaction committed (nobody else clears a slot younger than request_ttl): the items go
 // back from our hands. Best effort (the engine may be what failed): a request or delivery left
 // behind is expired or put back by a later fulfiller after request_ttl.
-void StagedPops::abandon(const std::string& me, const std::optional<KeyValue>& in_hand) noexcept {
+void StagedPops::abandon(const std::string& me, const std::vector<KeyValue>& in_hand) noexcept {
   const std::string slot = keys_.slot(me);
   const bool young = request_created_ms(me) > now_ms() - options_.request_ttl.count() / 2;
   try {
@@ -213,7 +226,9 @@ void StagedPops::abandon(const std::string& me, const std::optional<KeyValue>& i
           if (s.waiting()) withdraw(tr, me, s);
           if (s.kind == Slot::kDelivered) fulfiller_.put_back(tr, me, s);
           if (s.kind == Slot::kEmpty) tr.clear(slot);
-          if (s.kind == Slot::kAbsent && in_hand && young) fulfiller_.restore(tr, *in_hand);
+          if (s.kind == Slot::kAbsent && young) {
+            for (const KeyValue& item : in_hand) fulfiller_.restore(tr, item);
+          }
           return 0;
         },
         [&](Transaction& tr) { return !tr.get(slot).has_value(); }, kAbandonOptions);

@@ -5,11 +5,14 @@
 // request is answered, and finally consumes its slot in a transaction of its own (so a delivery
 // can never be both consumed and put back).
 //
-// Every way out withdraws the request: a timeout withdraws it, or returns the item already
-// delivered; an error (any exception) withdraws it and puts an already delivered item back at its
-// key, in one transaction, best effort, then rethrows. A popper that dies without either leaves a
-// request that the next fulfiller expires after HighContentionOptions::request_ttl, and an item
-// delivered to it goes back to the queue then too.
+// A request may ask for several items (pop_many: a combined group of pops stages as one request,
+// so a group costs one registration, one wait and one consuming transaction, not one per pop).
+//
+// Every way out withdraws the request: a timeout withdraws it, or returns the items already
+// delivered; an error (any exception) withdraws it and puts already delivered items back at their
+// keys, in one transaction, best effort, then rethrows. A popper that dies without either leaves a
+// request that the next fulfiller expires after HighContentionOptions::request_ttl, and items
+// delivered to it go back to the queue then too.
 #ifndef KVQ_SRC_LAYERS_CONTENTION_STAGED_POP_H_
 #define KVQ_SRC_LAYERS_CONTENTION_STAGED_POP_H_
 
@@ -18,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kvq/database.h"
 #include "kvq/queue.h"
@@ -42,6 +46,11 @@ class StagedPops {
   // (returning instead an item already delivered). On any other error it withdraws its request,
   // puts a delivered item back, and rethrows.
   std::optional<std::string> pop(Side side, Clock::time_point deadline);
+  // As pop for `n` (>= 1) pops at once, staged as one request: between 1 and n items in the
+  // order n successive pops would take them (fewer when the fulfiller's transaction had room for
+  // fewer, or the queue ran out), or none if the queue was empty when the request was answered.
+  // Past `deadline`, throws timed_out unless items were already delivered.
+  std::vector<std::string> pop_many(Side side, std::int64_t n, Clock::time_point deadline);
   // Answers the waiting requests that fit in `tr` (composed pops and clear()).
   void serve_all(Transaction& tr) { fulfiller_.serve_all(tr); }
   // True if a slot older than request_ttl exists (a fulfilment batch would reclaim it).
@@ -53,22 +62,22 @@ class StagedPops {
   // because this popper was slower than request_ttl, or withdrawn after a timeout).
   struct Outcome {
     bool gone = false;
-    std::optional<std::string> value;
+    std::vector<std::string> values;
   };
 
-  std::string register_request(Side side);
-  // `in_hand`: the item a consuming transaction read from our slot (set while it may commit).
-  Outcome await(const std::string& me, Clock::time_point deadline,
-                std::optional<KeyValue>* in_hand);
+  std::string register_request(Side side, std::int64_t n);
+  // `in_hand`: the items a consuming transaction read from our slot (set while it may commit).
+  Outcome await(const std::string& me, Clock::time_point deadline, std::vector<KeyValue>* in_hand);
   bool should_lead(Transaction& tr, const std::string& me, const Slot& s, bool* waited,
                    std::int64_t* wait_ms);
   std::optional<Outcome> lead(const std::string& me, Clock::time_point deadline);
   void wait_on_slot(Transaction& tr, const std::string& slot, std::int64_t wait_ms,
                     Clock::time_point deadline);
-  Outcome settle(const std::string& me, bool withdraw_waiting, std::optional<KeyValue>* in_hand);
+  Outcome settle(const std::string& me, bool withdraw_waiting, std::vector<KeyValue>* in_hand);
+  void take_delivered(Transaction& tr, const std::string& me, Slot* s);
   void withdraw(Transaction& tr, const std::string& me, const Slot& s);
   std::chrono::milliseconds slot_evidence_left(const std::string& me) const;
-  void abandon(const std::string& me, const std::optional<KeyValue>& in_hand) noexcept;
+  void abandon(const std::string& me, const std::vector<KeyValue>& in_hand) noexcept;
 
   std::shared_ptr<Database> db_;
   ControlKeys keys_;

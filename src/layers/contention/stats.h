@@ -11,6 +11,7 @@ namespace kvq::detail {
 struct ContentionStats {
   std::atomic<std::uint64_t> fast_pops{0};        // pops done by the fast path
   std::atomic<std::uint64_t> staged_pops{0};      // pops that registered a request
+  std::atomic<std::uint64_t> requests{0};         // requests registered (one per staged group)
   std::atomic<std::uint64_t> batches{0};          // committed fulfilment transactions (leased)
   std::atomic<std::uint64_t> batch_conflicts{0};  // fulfilment attempts that failed to commit
   std::atomic<std::uint64_t> served{0};           // requests answered by leased batches
