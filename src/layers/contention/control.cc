@@ -143,7 +143,7 @@ std::string encode_request(const RequestValue& r) {
 RequestValue decode_request(std::string_view value) {
   Tuple t = Tuple::unpack(value);
   RequestValue r{t.get_bytes(0).data, static_cast<Side>(t.get_int(1)), 1};
-  if (t.size() > 2) r.count = std::max<std::int64_t>(t.get_int(2), 1);
+  if (t.size() > 2) r.count = std::clamp<std::int64_t>(t.get_int(2), 1, kMaxRequestCount);
   return r;
 }
 

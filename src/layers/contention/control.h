@@ -77,7 +77,9 @@ class ControlKeys {
 
 // The value of a request key: (request id, side, count). A request asks for `count` (>= 1) items
 // from `side`: one pop, or a combined group of pops staged as one request. A value without the
-// count (written before group requests existed) asks for one.
+// count (written before group requests existed) asks for one; a count over kMaxRequestCount is
+// read as kMaxRequestCount (a combined group is at most 256 pops).
+constexpr std::int64_t kMaxRequestCount = 65'536;
 struct RequestValue {
   std::string id;
   Side side = Side::kFront;

@@ -1,6 +1,7 @@
 #include "layers/contention/fulfiller.h"
 
 #include <algorithm>
+#include <climits>
 #include <limits>
 #include <set>
 
@@ -23,6 +24,8 @@ constexpr std::size_t kTailBytes = 4096;
 constexpr std::size_t kItemOps = 2;
 // Abandoned slots one batch looks at.
 constexpr int kReclaimPerBatch = 8;
+// TransactionLimits::max_operations of engines that do not count operations.
+constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
 
 }  // namespace
 
@@ -41,7 +44,7 @@ struct Fulfiller::Batch {
   std::vector<KeyValue> ends[2];  // [Side::kFront] first items, [Side::kBack] last items
   std::size_t next[2] = {0, 0};
   bool exhausted[2] = {false, false};  // the read of that end found fewer items than it asked
-  std::set<std::string> used;  // keys already handed out (the two ends may meet)
+  std::set<std::string> used;          // keys already handed out (the two ends may meet)
 };
 
 Fulfiller::Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
@@ -271,7 +274,6 @@ void Fulfiller::learn_request_cost(Batch& b, const TransactionUsage& before,
 
 // How many more requests the operation budget allows (at least one for a batch's first).
 std::size_t Fulfiller::room_for(Transaction& tr, const Batch& b) {
-  constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
   if (limits_.max_operations == kUnbounded) return kUnbounded;
   const std::size_t used = tr.usage().operations + kTailOps;
   const std::size_t n =
@@ -301,8 +303,8 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
     b.next[side] = 0;
     b.exhausted[side] = false;
     if (wanted[side] == 0) continue;
-    b.ends[side] = read_end(tr, items_, static_cast<Side>(side), static_cast<int>(wanted[side]),
-                            /*snapshot=*/false);
+    const auto limit = static_cast<int>(std::min<std::size_t>(wanted[side], INT_MAX));
+    b.ends[side] = read_end(tr, items_, static_cast<Side>(side), limit, /*snapshot=*/false);
     b.exhausted[side] = b.ends[side].size() < wanted[side];
   }
 }
@@ -310,14 +312,11 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
 // How many items the operation budget leaves room to read, besides the requests' own cost (at
 // least one per request, as each request's first item is in its cost).
 std::size_t Fulfiller::item_room(Transaction& tr, const Batch& b) {
-  constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
   const std::size_t requests = b.cap - b.consumed;
   if (limits_.max_operations == kUnbounded) return kUnbounded;
-  const std::size_t used =
-      tr.usage().operations + kTailOps + requests * b.per_request.ops;
-  const std::size_t extra = used >= limits_.max_operations
-                                ? 0
-                                : (limits_.max_operations - used) / kItemOps;
+  const std::size_t used = tr.usage().operations + kTailOps + requests * b.per_request.ops;
+  const std::size_t extra =
+      used >= limits_.max_operations ? 0 : (limits_.max_operations - used) / kItemOps;
   return requests + extra;
 }
 

@@ -27,11 +27,11 @@ class Fulfiller {
   struct Result {
     enum Kind { kNoRequests, kServedOthers, kMineServed, kMineTaken, kNotLeader };
     Kind kind = kNoRequests;
-    std::vector<std::string> values;   // kMineTaken: what the fulfiller took for itself
-    std::uint64_t served = 0;          // requests answered
-    std::uint64_t expired = 0;         // abandoned requests withdrawn
-    std::uint64_t reclaimed = 0;       // abandoned deliveries put back
-    bool cut = false;                  // the engine's limits ended the batch early
+    std::vector<std::string> values;  // kMineTaken: what the fulfiller took for itself
+    std::uint64_t served = 0;         // requests answered
+    std::uint64_t expired = 0;        // abandoned requests withdrawn
+    std::uint64_t reclaimed = 0;      // abandoned deliveries put back
+    bool cut = false;                 // the engine's limits ended the batch early
   };
 
   // `keys` must outlive the Fulfiller.
