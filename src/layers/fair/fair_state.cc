@@ -194,6 +194,7 @@ std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, s
   TransactionUsage before = tr.usage();
   std::size_t turn_ops = 0, turn_bytes = 0;  // the most one tenant's turns cost so far
   int retired = 0;
+  FairIndex::Back back;  // read once for the pass
   while (out.size() < n) {
     const std::size_t wanted = n - out.size();
     const std::vector<RingEntry> ring = index_.window(tr, static_cast<int>(wanted));
@@ -214,7 +215,7 @@ std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, s
         if (++retired == kRetirePerTransaction) return out;  // commit that, go on
         continue;
       }
-      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone);
+      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone, &back);
       for (std::string& v : got) out.push_back(FairItem{entry.tenant, std::move(v)});
       const TransactionUsage now = tr.usage();
       turn_ops = std::max(turn_ops, now.operations - before.operations);
