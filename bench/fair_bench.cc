@@ -5,7 +5,10 @@
 // items than the pops can take, then 1,000 pops of warm-up.
 //   fair_bench [seconds per measurement, default 1] [URL, default memory:] [structure [tenants
 //   [clients]]]  (the last three: run only the matching rows, e.g. to profile one of them)
-// Prints one row per measurement: structure, mode, tenants, clients, pops/s, retries per pop.
+// Prints one row per measurement: structure, mode, tenants, clients, pops/s, retries per pop, and
+// CPU µs per pop (the whole process's CPU time while the clients popped, over the pops).
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -41,12 +44,26 @@ void prefill(kvq::Database& db, kvq::Queue* q, kvq::FairQueue* fq, int tenants) 
   }
 }
 
-// Pops/s of `clients` threads running `pop` for `seconds`.
-double measure(const PopFn& pop, int clients, double seconds) {
+// The process's CPU time so far, in seconds (every thread's).
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Measured {
+  double rate = 0;        // pops/s
+  std::int64_t pops = 0;  // pops made
+  double cpu_seconds = 0;
+};
+
+// Pops/s of `clients` threads running `pop` for `seconds`, and the CPU time they took.
+Measured measure(const PopFn& pop, int clients, double seconds) {
   std::atomic<bool> stop{false};
   std::atomic<std::int64_t> ops{0};
   std::vector<std::thread> threads;
   const auto start = Clock::now();
+  const double cpu_start = process_cpu_seconds();
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&] {
       while (!stop.load() && pop()) ++ops;
@@ -56,7 +73,7 @@ double measure(const PopFn& pop, int clients, double seconds) {
   stop = true;
   for (auto& t : threads) t.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  return static_cast<double>(ops.load()) / elapsed;
+  return {static_cast<double>(ops.load()) / elapsed, ops.load(), process_cpu_seconds() - cpu_start};
 }
 
 void row(const std::string& url, const std::string& kind, int tenants, int clients,
@@ -78,10 +95,11 @@ void row(const std::string& url, const std::string& kind, int tenants, int clien
   const auto before = db->stats().retries;
   const PopFn pop = fair ? PopFn([&] { return fq.pop().has_value(); })
                          : PopFn([&] { return q.pop().has_value(); });
-  const double rate = measure(pop, clients, seconds);
-  const double pops = rate * seconds;
-  std::printf("%-9s %8d %8d %12.0f %10.3f\n", kind.c_str(), fair ? tenants : 0, clients, rate,
-              pops > 0 ? static_cast<double>(db->stats().retries - before) / pops : 0.0);
+  const Measured m = measure(pop, clients, seconds);
+  const double pops = static_cast<double>(m.pops);
+  std::printf("%-9s %8d %8d %12.0f %10.3f %10.2f\n", kind.c_str(), fair ? tenants : 0, clients,
+              m.rate, pops > 0 ? static_cast<double>(db->stats().retries - before) / pops : 0.0,
+              pops > 0 ? m.cpu_seconds * 1e6 / pops : 0.0);
   std::fflush(stdout);
 }
 
@@ -98,8 +116,8 @@ int main(int argc, char** argv) {
            (only_tenants == 0 || tenants == only_tenants) &&
            (only_clients == 0 || clients == only_clients);
   };
-  std::printf("%-9s %8s %8s %12s %10s\n", "structure", "tenants", "clients", "pops/s",
-              "retries/op");
+  std::printf("%-9s %8s %8s %12s %10s %10s\n", "structure", "tenants", "clients", "pops/s",
+              "retries/op", "cpu_us/op");
   for (int clients : {1, 32}) {
     for (const char* kind : {"queue", "queue-hc", "queue-comb"}) {
       if (selected(kind, 1, clients)) row(url, kind, 1, clients, seconds);

@@ -3,6 +3,7 @@
 // limit never exceeded while workers take and ack.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -155,6 +156,40 @@ TEST_P(FairQueueConcurrencyTest, CombinedPopsKeepWeightsWithSixteenThreads) {
   EXPECT_EQ(count["heavy"] + count["light"], pops);
   const double ratio = static_cast<double>(count["heavy"]) / count["light"];
   EXPECT_NEAR(ratio, 3.0, 0.15) << count["heavy"] << ":" << count["light"];
+}
+
+// A combined group moves many tenants to the back of the ring in one transaction (reading the
+// back once): once 50 tenants of 20 items each are all in the ring (100 pops one at a time file
+// them, 16 per pop), 16 threads making 10 rounds of pops serve each tenant 10 times.
+TEST_P(FairQueueConcurrencyTest, CombinedPopsOfManyTenantsKeepThemRoundRobin) {
+  constexpr int kManyTenants = 50;
+  constexpr int kPerTenant = 20;
+  FairQueueOptions o;
+  o.combine = true;
+  FairQueue fq = make(o);
+  for (int t = 0; t < kManyTenants; ++t) push_many(fq, "t" + std::to_string(t), kPerTenant);
+  for (int i = 0; i < 2 * kManyTenants; ++i) ASSERT_TRUE(fq.pop());
+  const int pops = 10 * kManyTenants;
+  std::atomic<int> started{0};
+  std::mutex mu;
+  std::map<std::string, int> count;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kThreads; ++c) {
+    threads.emplace_back([&] {
+      while (started.fetch_add(1) < pops) {
+        std::optional<FairItem> item = fq.pop();
+        ASSERT_TRUE(item) << "every tenant has items left";
+        std::lock_guard<std::mutex> lock(mu);
+        ++count[item->tenant];
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(count.size(), static_cast<std::size_t>(kManyTenants));
+  const auto [least, most] = std::minmax_element(
+      count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  EXPECT_EQ(most->second - least->second, 0)
+      << most->first << " " << most->second << ", " << least->first << " " << least->second;
 }
 
 TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {

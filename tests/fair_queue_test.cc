@@ -122,6 +122,28 @@ TEST_P(FairQueueTest, AnExpiredLeaseBringsItsTenantBackAfterItLeftTheRing) {
   fq.ack(*back);
 }
 
+// Pops serve a turn without building the tenant's Queue unless the tenant has due timers: then
+// its Queue moves them first, so an expired lease's item keeps its place in line.
+TEST_P(FairQueueTest, PopsServeAnExpiredLeaseBeforeTheLaterItemsOfItsTenant) {
+  for (bool combine : {false, true}) {
+    FairQueueOptions o;
+    o.combine = combine;
+    FairQueue fq = make(o);
+    fq.clear();
+    fq.push_batch("t", {"t-0", "t-1"});
+    fq.push("u", "u-0");
+    auto lease = fq.take(100ms);
+    ASSERT_TRUE(lease);
+    EXPECT_EQ(lease->value, "t-0");
+    std::this_thread::sleep_for(150ms);
+    std::vector<std::string> got;
+    while (auto item = fq.pop()) got.push_back(item->value);
+    EXPECT_EQ(got, (std::vector<std::string>{"u-0", "t-0", "t-1"})) << "combine " << combine;
+    EXPECT_EQ(code_of([&] { fq.ack(*lease); }), ErrorCode::kLeaseLost);
+    EXPECT_EQ(fq.size(), 0);
+  }
+}
+
 TEST_P(FairQueueTest, DelayedItemsWaitAndThenTheirTenantIsServed) {
   FairQueue fq = make();
   PushOptions later;

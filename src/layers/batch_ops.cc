@@ -13,23 +13,12 @@
 #include "common/bytes.h"
 #include "common/random.h"
 #include "kvq/error.h"
-#include "layers/contention/end_windows.h"
+#include "layers/fitting.h"
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
 
 namespace kvq::detail {
 namespace {
-
-// Room kept in a batch's transaction for what the layer adds after the items: the size counter,
-// the idempotency marker and the finished markers it clears (markers.h: up to 16), a sweep.
-constexpr std::size_t kReserveOperations = 24;
-constexpr std::size_t kReserveBytes = 8192;
-// Slack per item when extrapolating a pop batch's cost from its first item (keys differ a little).
-constexpr std::size_t kSlackBytesPerItem = 64;
-
-std::size_t room(std::size_t limit, std::size_t used, std::size_t reserve) {
-  return limit > used + reserve ? limit - used - reserve : 0;
-}
 
 // One random part per item (item keys end with one, as single pushes).
 std::vector<std::string> random_parts(std::size_t n) {
@@ -95,31 +84,11 @@ void ItemStore::push_batch(std::span<const PushItem> items) {
 
 // ---- pop batches ---------------------------------------------------------------------------
 
-std::vector<KeyValue> ItemStore::end_items(Transaction& tr, Side side, std::size_t n) {
-  const int limit = static_cast<int>(std::min<std::size_t>(n, INT_MAX));
-  return contention::read_end(tr, items_, side, limit, /*snapshot=*/false);
-}
-
-// Consumes the first item from `side`, measures what it added to the transaction
-// (Transaction::usage(): bytes, and on etcd the compares of the read and the writes of consume),
-// and consumes as many more (up to n in all) as the engine's limits leave room for. Reads only what
-// it consumes, so the read-conflict range (which etcd counts per record) covers exactly those
-// items.
+// Due timers first, then the items (fitting.h).
 std::size_t ItemStore::consume_fitting(Transaction& tr, Side side, std::size_t n,
                                        const std::function<void(KeyValue&)>& consume) {
   work_.release_due(tr);  // expired leases and due delayed items first (work_items.h)
-  // (usage() costs a pass over the transaction: not measured for a batch of one.)
-  const TransactionUsage before = n > 1 ? tr.usage() : TransactionUsage{};
-  std::vector<KeyValue> first = end_items(tr, side, 1);
-  if (first.empty()) return 0;
-  consume(first[0]);
-  const std::size_t more = n > 1 ? std::min(n - 1, room_for_more(tr, before)) : 0;
-  // (A limit of 0 would mean "no limit".) Read-your-writes skips the item already consumed.
-  std::vector<KeyValue> rest = more > 0 ? end_items(tr, side, more) : std::vector<KeyValue>{};
-  for (KeyValue& kv : rest) consume(kv);
-  const std::size_t count = 1 + rest.size();
-  contention::add_size(tr, items_, -static_cast<std::int64_t>(count));
-  return count;
+  return detail::consume_fitting(tr, items_, db_->limits(), side, n, consume);
 }
 
 std::vector<std::string> ItemStore::pop_fitting(Transaction& tr, Side side, std::size_t n) {
@@ -129,19 +98,6 @@ std::vector<std::string> ItemStore::pop_fitting(Transaction& tr, Side side, std:
     out.push_back(std::move(kv.value));
   });
   return out;
-}
-
-// How many more items like the one taken since `before` fit in the engine's limits.
-std::size_t ItemStore::room_for_more(Transaction& tr, const TransactionUsage& before) {
-  const TransactionLimits limits = db_->limits();
-  const TransactionUsage after = tr.usage();
-  const std::size_t ops = after.operations - before.operations;
-  const std::size_t bytes = after.bytes - before.bytes + kSlackBytesPerItem;
-  std::size_t more = room(limits.max_bytes, after.bytes, kReserveBytes) / bytes;
-  if (ops > 0) {
-    more = std::min(more, room(limits.max_operations, after.operations, kReserveOperations) / ops);
-  }
-  return more;
 }
 
 std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n) {

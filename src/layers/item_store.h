@@ -139,12 +139,12 @@ class ItemStore {
   std::string item_key(Transaction& tr, std::int64_t priority, const std::string& random);
   // Throws value_too_large for a value over kMaxValueSize.
   static void check_value(std::string_view value);
-  std::vector<KeyValue> end_items(Transaction& tr, Side side, std::size_t n);
   void write_batch(Transaction& tr, std::span<const PushItem> items,
                    const std::vector<std::string>& randoms);
   void check_fits(Transaction& tr, std::size_t count);
-  // Calls consume(kv) on up to `n` items from `side` (consume clears or moves each) and takes
-  // them off the size counter; returns how many.
+  // Moves due timers (WorkItems::release_due), then calls consume(kv) on up to `n` items from
+  // `side` (consume clears or moves each) and takes them off the size counter; returns how many
+  // (fitting.h).
   std::size_t consume_fitting(Transaction& tr, Side side, std::size_t n,
                               const std::function<void(KeyValue&)>& consume);
   std::vector<std::string> pop_fitting(Transaction& tr, Side side, std::size_t n);
@@ -153,7 +153,6 @@ class ItemStore {
   // earliest timer's due time (waiting.cc).
   void wait_for_item(Side side, std::chrono::milliseconds timeout,
                      const std::function<bool(std::chrono::milliseconds)>& attempt);
-  std::size_t room_for_more(Transaction& tr, const TransactionUsage& before);
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
   std::optional<std::string> pop_plain(Transaction& tr, Side side);
   std::optional<std::string> pop_staged(Side side, std::chrono::milliseconds timeout);

@@ -5,9 +5,15 @@
 
 namespace kvq::detail {
 
+KeyRange due_timers(const Subspace& control) { return control.range(Tuple().append("due")); }
+
+std::string due_before_key(const Subspace& control, std::int64_t unix_us) {
+  return control.pack(Tuple().append("due").append(unix_us));
+}
+
 WorkKeys::WorkKeys(const Subspace& control)
     : control_(control),
-      due_(control.range(Tuple().append("due"))),
+      due_(due_timers(control)),
       taken_(control.range(Tuple().append("tk"))),
       leased_(control.pack(Tuple().append("leased"))),
       delayed_(control.pack(Tuple().append("delayed"))),
@@ -43,7 +49,7 @@ Timer WorkKeys::parse_due(std::string_view key) const {
 }
 
 std::string WorkKeys::due_before(std::int64_t unix_us) const {
-  return control_.pack(Tuple().append("due").append(unix_us));
+  return due_before_key(control_, unix_us);
 }
 
 std::string WorkKeys::taken(std::string_view id) const {

@@ -30,6 +30,12 @@ struct Timer {
   std::string base;           // lease: the item's key without attempts (ItemKey::base)
 };
 
+// The timers of the queue whose control subspace is `control`: due_timers(c) is
+// WorkKeys(c).due_range(), due_before_key(c, us) is WorkKeys(c).due_before(us), without building
+// the other keys (a FairQueue's tenant pops, fair/tenant_pops.h).
+KeyRange due_timers(const Subspace& control);
+std::string due_before_key(const Subspace& control, std::int64_t unix_us);
+
 class WorkKeys {
  public:
   // Keys under `control` (subspace + ("kvq",)).

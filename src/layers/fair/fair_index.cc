@@ -47,20 +47,27 @@ void FairIndex::retire(Transaction& tr, const RingEntry& entry) const {
   tr.clear(keys_.filed(entry.tenant));
 }
 
-void FairIndex::advance(Transaction& tr, const RingEntry& entry, std::int64_t served,
-                        bool alone) const {
+void FairIndex::advance(Transaction& tr, const RingEntry& entry, std::int64_t served, bool alone,
+                        Back* back) const {
   if (entry.credit > served) {
     tr.set(entry.key, pack_int(entry.credit - served));
     return;
   }
-  const std::optional<RingEntry> back = alone ? std::nullopt : last(tr);
-  if (alone || (back && back->key == entry.key)) {  // its next rounds start in place
+  Back read;
+  if (!back) back = &read;
+  if (!alone && !back->known) {
+    const std::optional<RingEntry> last_entry = last(tr);
+    *back = last_entry ? Back{true, last_entry->turn, last_entry->key} : Back{true, 0, {}};
+  }
+  if (alone || back->key == entry.key) {  // its next rounds start in place
     const std::int64_t w = weight(tr, entry.tenant);
     tr.set(entry.key, pack_int(w - (served - entry.credit) % w));
     return;
   }
   tr.clear(entry.key);
-  place(tr, entry.tenant, std::max(entry.turn, back ? back->turn : 0));
+  const std::int64_t after = std::max(entry.turn, back->turn);
+  back->key = place(tr, entry.tenant, after);
+  back->turn = after + 1;
 }
 
 std::int64_t FairIndex::weight(Transaction& tr, std::string_view tenant, bool snapshot) const {
@@ -84,8 +91,10 @@ void FairIndex::file(Transaction& tr, std::string_view tenant, std::int64_t afte
   tr.set(keys_.filed(tenant), "");
 }
 
-void FairIndex::place(Transaction& tr, std::string_view tenant, std::int64_t after) const {
-  tr.set(keys_.ring(after + 1, tenant), pack_int(weight(tr, tenant)));
+std::string FairIndex::place(Transaction& tr, std::string_view tenant, std::int64_t after) const {
+  std::string key = keys_.ring(after + 1, tenant);
+  tr.set(key, pack_int(weight(tr, tenant)));
+  return key;
 }
 
 }  // namespace kvq::detail

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -44,12 +45,23 @@ class FairIndex {
   std::vector<RingEntry> window(Transaction& tr, int n) const;
   // Takes `entry`'s tenant out of the ring.
   void retire(Transaction& tr, const RingEntry& entry) const;
+  // The ring's back as one pass over the ring last saw it: read once, then the entries the pass
+  // moved there (a pass that advances many tenants in one transaction reads the back once).
+  struct Back {
+    bool known = false;
+    std::int64_t turn = 0;  // 0: the ring was empty
+    std::string key;
+  };
   // `entry`'s tenant was served `served` (>= 1) times in a row: it keeps the turn while it has
   // credit left, else it goes to the back of the ring with its weight as credit (its `filed` key
   // stays). More than its credit only if it is alone in the ring: it keeps its key, and its credit
   // is what that many single turns would leave (a new round of `weight` turns whenever one runs
   // out). `alone`: the caller read the whole ring and found only `entry` (saves reading its back).
-  void advance(Transaction& tr, const RingEntry& entry, std::int64_t served, bool alone) const;
+  // `back`: the pass's Back (null: read the back if needed); only this pass may have changed the
+  // ring in `tr` since it was filled (an entry it retired meanwhile may stay in it: an entry
+  // placed after it is still after every other).
+  void advance(Transaction& tr, const RingEntry& entry, std::int64_t served, bool alone,
+               Back* back = nullptr) const;
   // The tenant's weight (snapshot read; 1 unless set).
   std::int64_t weight(Transaction& tr, std::string_view tenant, bool snapshot = true) const;
 
@@ -58,8 +70,8 @@ class FairIndex {
   std::optional<RingEntry> last(Transaction& tr) const;
   // Files `tenant` in the ring at turn `after` + 1, with its weight as credit, and marks it filed.
   void file(Transaction& tr, std::string_view tenant, std::int64_t after) const;
-  // Writes `tenant`'s ring entry at turn `after` + 1, with its weight as credit.
-  void place(Transaction& tr, std::string_view tenant, std::int64_t after) const;
+  // Writes `tenant`'s ring entry at turn `after` + 1, with its weight as credit; returns its key.
+  std::string place(Transaction& tr, std::string_view tenant, std::int64_t after) const;
 
   const FairKeys& keys_;
 };

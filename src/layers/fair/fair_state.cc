@@ -59,6 +59,7 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
     : db_(non_null(std::move(db))),
       keys_(std::move(space)),
       index_(keys_),
+      tenant_pops_(keys_),
       options_(validated(options)),
       tenant_options_(tenant_options_of(options_)),
       markers_(db_, keys_.control(), options_.marker_ttl) {
@@ -102,8 +103,7 @@ FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, 
     const std::vector<RingEntry> first = index_.window(tr, 2);
     if (first.empty()) return {};
     const RingEntry& head = first[0];
-    Queue queue = tenant_queue(head.tenant);
-    if (std::optional<T> v = serve_one(head.tenant, queue, tr)) {
+    if (std::optional<T> v = serve_one(head.tenant, tr)) {
       index_.advance(tr, head, 1, /*alone=*/first.size() == 1);
       return {true, std::move(v)};
     }
@@ -121,37 +121,41 @@ std::optional<T> FairState::serve_marked(const Serve<T>& serve_one) {
   }
 }
 
-namespace {
-
-std::optional<FairItem> pop_one(const std::string& tenant, Queue& queue, Transaction& tr) {
-  std::optional<std::string> v = queue.pop(tr);
-  if (!v) return std::nullopt;
-  return FairItem{tenant, std::move(*v)};
+std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::string& tenant,
+                                               std::size_t n) {
+  if (auto got = tenant_pops_.pop(tr, tenant, n, db_->limits())) return std::move(*got);
+  return tenant_queue(tenant).pop_batch(tr, n);  // its Queue moves the due timers first
 }
 
-}  // namespace
+FairState::Serve<FairItem> FairState::popper() {
+  return [this](const std::string& tenant, Transaction& tr) -> std::optional<FairItem> {
+    std::vector<std::string> got = pop_tenant(tr, tenant, 1);
+    if (got.empty()) return std::nullopt;
+    return FairItem{tenant, std::move(got[0])};
+  };
+}
 
 FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
   if (vt.count() <= 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "fair queue: visibility timeout must be > 0");
   }
-  return
-      [this, vt](const std::string& tenant, Queue& queue, Transaction& tr) -> std::optional<Lease> {
-        const int limit = options_.max_leased_per_tenant;
-        // peek moves the tenant's expired leases back first, so the leased count is current.
-        if (limit > 0 && (!queue.peek(tr) || queue.stats(tr).leased >= limit)) return std::nullopt;
-        std::optional<Lease> lease = queue.take(tr, vt);
-        if (lease) {
-          lease->tenant = tenant;
-          // If the tenant leaves the ring meanwhile, the lease's expiry brings it back.
-          index_.wake(tr, tenant, micros(lease->deadline), lease->token);
-        }
-        return lease;
-      };
+  return [this, vt](const std::string& tenant, Transaction& tr) -> std::optional<Lease> {
+    Queue queue = tenant_queue(tenant);
+    const int limit = options_.max_leased_per_tenant;
+    // peek moves the tenant's expired leases back first, so the leased count is current.
+    if (limit > 0 && (!queue.peek(tr) || queue.stats(tr).leased >= limit)) return std::nullopt;
+    std::optional<Lease> lease = queue.take(tr, vt);
+    if (lease) {
+      lease->tenant = tenant;
+      // If the tenant leaves the ring meanwhile, the lease's expiry brings it back.
+      index_.wake(tr, tenant, micros(lease->deadline), lease->token);
+    }
+    return lease;
+  };
 }
 
 std::optional<FairItem> FairState::pop(Transaction& tr) {
-  return serve<FairItem>(tr, pop_one, std::numeric_limits<int>::max()).value;
+  return serve<FairItem>(tr, popper(), std::numeric_limits<int>::max()).value;
 }
 
 std::optional<Lease> FairState::take(Transaction& tr, milliseconds vt) {
@@ -167,7 +171,7 @@ struct PopRequest : combining::Request {
 }  // namespace
 
 std::optional<FairItem> FairState::pop() {
-  if (!pops_) return serve_marked<FairItem>(pop_one);
+  if (!pops_) return serve_marked<FairItem>(popper());
   PopRequest request;
   pops_->submit(request, [this](std::vector<combining::Request*>& group) { serve_pops(group); });
   return std::move(request.item);
@@ -190,6 +194,7 @@ std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, s
   TransactionUsage before = tr.usage();
   std::size_t turn_ops = 0, turn_bytes = 0;  // the most one tenant's turns cost so far
   int retired = 0;
+  FairIndex::Back back;  // read once for the pass
   while (out.size() < n) {
     const std::size_t wanted = n - out.size();
     const std::vector<RingEntry> ring = index_.window(tr, static_cast<int>(wanted));
@@ -204,13 +209,13 @@ std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, s
       const std::size_t want =
           alone ? wanted : std::min(static_cast<std::size_t>(entry.credit), n - out.size());
       if (want == 0) break;
-      std::vector<std::string> got = tenant_queue(entry.tenant).pop_batch(tr, want);
+      std::vector<std::string> got = pop_tenant(tr, entry.tenant, want);
       if (got.empty()) {  // its items ran out (read with a conflict): it leaves the ring
         index_.retire(tr, entry);
         if (++retired == kRetirePerTransaction) return out;  // commit that, go on
         continue;
       }
-      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone);
+      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone, &back);
       for (std::string& v : got) out.push_back(FairItem{entry.tenant, std::move(v)});
       const TransactionUsage now = tr.usage();
       turn_ops = std::max(turn_ops, now.operations - before.operations);

@@ -24,6 +24,7 @@
 #include "layers/combining/combiner.h"
 #include "layers/fair/fair_index.h"
 #include "layers/fair/fair_keys.h"
+#include "layers/fair/tenant_pops.h"
 #include "layers/marked_run.h"
 #include "layers/markers.h"
 
@@ -38,19 +39,20 @@ class FairState {
 
   // `tenant`'s items (after FairKeys::check_tenant); every change of its ready count also goes to
   // FairKeys::ready_total in the same transaction. The item stores of up to kCachedTenants
-  // tenants are kept (all dropped when full), so repeated turns of a tenant neither rebuild its
-  // store nor lose its end-window hints (contention/end_windows.h: on etcd, a read at the front of
-  // a deep tenant's items would otherwise count all of them).
+  // tenants are kept (all dropped when full), so repeated operations on a tenant neither rebuild
+  // its store nor lose its end-window hints (contention/end_windows.h: on etcd, a read at the
+  // front of a deep tenant's items would otherwise count all of them). Pops do not build stores
+  // (tenant_pops.h) unless the tenant has due timers.
   Queue tenant_queue(std::string_view tenant) const;
   // Blind writes of a push to `tenant` (due_us 0: ready now): its wake-up, its registry entry and
   // the change counter.
   void pushed(Transaction& tr, std::string_view tenant, std::int64_t due_us) const;
 
-  // One turn: files due wake-ups, then serves the first tenant of the ring with `serve` (its
-  // queue, the transaction; nullopt if the tenant has nothing for it: it leaves the ring and the
+  // One turn: files due wake-ups, then serves the first tenant of the ring with `serve` (the
+  // tenant, the transaction; nullopt if the tenant has nothing for it: it leaves the ring and the
   // next one is tried). nullopt if no tenant could be served.
   template <typename T>
-  using Serve = std::function<std::optional<T>(const std::string& tenant, Queue&, Transaction&)>;
+  using Serve = std::function<std::optional<T>(const std::string& tenant, Transaction&)>;
   std::optional<FairItem> pop(Transaction& tr);
   std::optional<Lease> take(Transaction& tr, std::chrono::milliseconds vt);
 
@@ -94,6 +96,11 @@ class FairState {
   template <typename T>
   std::optional<T> serve_marked(const Serve<T>& serve_one);
   Serve<Lease> taker(std::chrono::milliseconds vt) const;
+  // Up to `n` (>= 1) items from the front of `tenant`'s items, as its Queue::pop_batch(tr, n)
+  // (through tenant_pops_, or the tenant's Queue if it has due timers to move first).
+  std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n);
+  // A turn's pop: the front item of the tenant, nullopt if it has none.
+  Serve<FairItem> popper();
   // Combined pops: the leader serves its group in as few marked transactions as the engine's
   // limits allow, in the order single pops would serve them.
   void serve_pops(std::vector<combining::Request*>& group);
@@ -109,6 +116,7 @@ class FairState {
   std::shared_ptr<Database> db_;
   FairKeys keys_;
   FairIndex index_;
+  TenantPops tenant_pops_;
   FairQueueOptions options_;
   QueueOptions tenant_options_;
   Markers markers_;

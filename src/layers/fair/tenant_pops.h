@@ -1,0 +1,57 @@
+// Internal: a FairQueue turn's pops from one tenant's items without building the tenant's Queue
+// (its ItemStore: about 30 heap allocations, the largest single cost of a turn when many tenants
+// are active). The keys a pop needs (the item range with its end-window hints, the due-timer
+// range) are computed once per tenant and kept in a map of up to kKeptTenants tenants (cleared
+// when full); a pop reads and writes exactly what tenant_queue(tenant).pop_batch(tr, n) would.
+// Thread-safe.
+#ifndef KVQ_SRC_LAYERS_FAIR_TENANT_POPS_H_
+#define KVQ_SRC_LAYERS_FAIR_TENANT_POPS_H_
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvq/database.h"
+#include "kvq/subspace.h"
+#include "layers/contention/control.h"
+#include "layers/fair/fair_keys.h"
+
+namespace kvq::detail {
+
+class TenantPops {
+ public:
+  static constexpr std::size_t kKeptTenants = 16'384;
+
+  // Pops of the tenants of the fair queue with keys `keys` (which must outlive this object).
+  explicit TenantPops(const FairKeys& keys) : keys_(keys) {}
+
+  // Up to `n` (>= 1) items from the front of `tenant`'s items, removed, as the tenant's
+  // Queue::pop_batch(tr, n) returns them (with the same reads, writes and read conflicts, cut to
+  // `limits` the same way). nullopt, after one snapshot read, if the tenant has a due timer (an
+  // expired lease or a due delayed item): then the caller pops through the tenant's Queue, which
+  // moves the due timers first.
+  std::optional<std::vector<std::string>> pop(Transaction& tr, std::string_view tenant,
+                                              std::size_t n, const TransactionLimits& limits);
+
+ private:
+  // One tenant's keys (immutable once made; shared with pops in flight when the map is cleared).
+  struct Keys {
+    contention::ItemRange items;  // with its end-window hints and the fair queue's ready total
+    Subspace control;             // the tenant's queue's control subspace
+    std::string due_begin;        // its first timer key
+  };
+  std::shared_ptr<const Keys> keys_of(std::string_view tenant);
+
+  const FairKeys& keys_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Keys>, std::less<>> kept_;
+};
+
+}  // namespace kvq::detail
+
+#endif  // KVQ_SRC_LAYERS_FAIR_TENANT_POPS_H_
