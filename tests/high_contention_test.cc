@@ -223,14 +223,6 @@ TEST_P(HighContentionTest, RequestsForLargeItemsAreServedWithinTheByteLimit) {
   EXPECT_EQ(count("req"), 0);
 }
 
-std::vector<testing::LayerParam> hc_only() {
-  std::vector<testing::LayerParam> out;
-  for (const auto& p : testing::layer_params()) {
-    if (p.high_contention) out.push_back(p);
-  }
-  return out;
-}
-
 // A combined group of pops stages as one request for several items: the fulfiller answers it with
 // the next items, in order, in one slot.
 TEST_P(HighContentionTest, GroupRequestGetsTheNextItemsInOrder) {
@@ -346,6 +338,14 @@ TEST_P(HighContentionTest, CombinedPopsThatMustQueueUpStageAsOneRequestPerGroup)
   for (int i = 0; i < kThreads + 2; ++i) want.push_back("item-" + std::to_string(i));
   EXPECT_EQ(all, want);
   EXPECT_EQ(q.size(), 0);
+}
+
+std::vector<testing::LayerParam> hc_only() {
+  std::vector<testing::LayerParam> out;
+  for (const auto& p : testing::layer_params()) {
+    if (p.high_contention) out.push_back(p);
+  }
+  return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, HighContentionTest, ::testing::ValuesIn(hc_only()),
