@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/bytes.h"
 #include "kvq/kvq.h"
 #include "layers/contention/stats.h"
 #include "support/layer_fixture.h"
@@ -55,33 +56,34 @@ class HighContentionTest : public LayerTest {
   std::optional<std::string> get(const std::string& key) {
     return db_->run([&](Transaction& tr) { return tr.get(key); });
   }
-  // The item delivered to `id`'s slot (docs/queues.md: \x01 + le32 key length + key + value, or
-  // \x04 + key with the value in res), "<empty>" for \x02, "<waiting>" otherwise; several items
-  // (\x05 + (le32 key length + key + le32 value length + value)...) joined by ",".
+  // The values delivered to `id`'s slot, in order (docs/queues.md: \x01 + le32 key length + key +
+  // value; \x04 + key with the value in res; \x05 + (le32 key length + key + le32 value length +
+  // value) per item); none if the slot is in another state.
+  std::vector<std::string> delivered_items(const std::string& id) {
+    auto s = get(slot_key(id));
+    if (!s || s->empty()) return {};
+    if ((*s)[0] == '\x04')
+      return {get(control().pack(Tuple().append("res").append(Bytes(id)))).value_or("?")};
+    if ((*s)[0] == '\x01') return {s->substr(5 + common::decode_le32(s->substr(1)))};
+    std::vector<std::string> out;
+    for (std::size_t at = 1; (*s)[0] == '\x05' && at + 4 <= s->size();) {
+      at += 4 + common::decode_le32(s->substr(at));  // the item's key
+      const std::uint32_t n = common::decode_le32(s->substr(at));
+      out.push_back(s->substr(at + 4, n));
+      at += 4 + n;
+    }
+    return out;
+  }
+  // The values delivered to `id`'s slot joined by ","; "<absent>", "<empty>" (\x02) or
+  // "<waiting>" when none was.
   std::string delivered(const std::string& id) {
     auto s = get(slot_key(id));
     if (!s || s->empty()) return "<absent>";
     if ((*s)[0] == '\x02') return "<empty>";
-    if ((*s)[0] == '\x04')
-      return get(control().pack(Tuple().append("res").append(Bytes(id)))).value_or("?");
-    if ((*s)[0] == '\x05') return delivered_many(*s);
-    if ((*s)[0] != '\x01' || s->size() < 5) return "<waiting>";
-    return s->substr(5 + le32(*s, 1));
-  }
-  static std::uint32_t le32(const std::string& s, std::size_t at) {
-    std::uint32_t n = 0;
-    for (int i = 0; i < 4; ++i)
-      n |= static_cast<std::uint32_t>(static_cast<unsigned char>(s[at + i])) << (8 * i);
-    return n;
-  }
-  static std::string delivered_many(const std::string& s) {
-    std::string out;
-    for (std::size_t at = 1; at + 4 <= s.size();) {
-      at += 4 + le32(s, at);  // the item's key
-      const std::uint32_t n = le32(s, at);
-      out += (out.empty() ? "" : ",") + s.substr(at + 4, n);
-      at += 4 + n;
-    }
+    std::vector<std::string> items = delivered_items(id);
+    if (items.empty()) return "<waiting>";
+    std::string out = items[0];
+    for (std::size_t i = 1; i < items.size(); ++i) out += "," + items[i];
     return out;
   }
   // `n` phantom requests with ids "phantom-<i>" padded to 20 bytes, registered in order, a few
@@ -250,13 +252,9 @@ TEST_P(HighContentionTest, GroupRequestsAreCutToTheEngineLimitsInOrder) {
   const std::optional<std::string> mine = q.pop();
   std::vector<std::string> items;
   for (const std::string& id : ids) {
-    const std::string got = delivered(id);
-    ASSERT_EQ(got.rfind("item-", 0), 0u) << got;
-    for (std::size_t at = 0; at != std::string::npos;) {
-      const std::size_t comma = got.find(',', at);
-      items.push_back(got.substr(at, comma == std::string::npos ? comma : comma - at));
-      at = comma == std::string::npos ? comma : comma + 1;
-    }
+    const std::vector<std::string> got = delivered_items(id);
+    ASSERT_FALSE(got.empty()) << delivered(id);
+    items.insert(items.end(), got.begin(), got.end());
   }
   for (std::size_t i = 0; i < items.size(); ++i) EXPECT_EQ(items[i], "item-" + std::to_string(i));
   EXPECT_EQ(mine, "item-" + std::to_string(items.size()));
@@ -289,9 +287,8 @@ TEST_P(HighContentionTest, ItemsDeliveredToAnAbandonedGroupGoBack) {
   const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  std::string gone;
-  for (int i = 7; i >= 0; --i) gone.push_back(static_cast<char>((now_ms >> (8 * i)) & 0xff));
-  gone.append(12, 'A');
+  const std::string gone =
+      common::encode_be64(static_cast<std::uint64_t>(now_ms)) + std::string(12, 'A');
   add_phantom_request(gone, /*side=*/0, /*count=*/3);
   EXPECT_EQ(q.pop(), "item-3");
   EXPECT_EQ(delivered(gone), "item-0,item-1,item-2");

@@ -41,6 +41,12 @@ std::uint64_t decode_be64(std::string_view bytes) {
   return u;
 }
 
+std::string encode_le32(std::uint32_t v) {
+  std::string out(4, '\0');
+  for (std::size_t i = 0; i < 4; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return out;
+}
+
 std::uint32_t decode_le32(std::string_view bytes) {
   std::uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes[i]);

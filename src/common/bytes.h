@@ -29,6 +29,8 @@ std::int64_t decode_le64(std::string_view bytes);
 std::string encode_be64(std::uint64_t v);
 // The big-endian integer in the first min(8, size) bytes of `bytes`.
 std::uint64_t decode_be64(std::string_view bytes);
+// 4 little-endian bytes of `v`.
+std::string encode_le32(std::uint32_t v);
 // The 4-byte little-endian unsigned integer at the start of `bytes` (size >= 4).
 std::uint32_t decode_le32(std::string_view bytes);
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <utility>
 
+#include "common/bytes.h"
 #include "tuple/tuple_codec.h"
 
 namespace kvq {
@@ -208,7 +209,7 @@ std::string Tuple::pack_with_versionstamp(std::string_view prefix) const {
   }
   const std::size_t offset = encoded.incomplete_offset;
   if (offset > std::numeric_limits<std::uint32_t>::max()) Fail("versionstamp offset beyond 2^32");
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(offset >> (8 * i)));
+  out += common::encode_le32(static_cast<std::uint32_t>(offset));
   return out;
 }
 

@@ -57,8 +57,7 @@ Slot decode_delivered_many(std::string_view v) {
 }
 
 void append_field(std::string* out, std::string_view field) {
-  const auto n = static_cast<std::uint32_t>(field.size());
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out->append(common::encode_le32(static_cast<std::uint32_t>(field.size())));
   out->append(field);
 }
 
