@@ -1,6 +1,7 @@
 // The flat combiner (src/layers/combining/combiner.h) on its own: requests queued while a leader
 // serves form the next group, served by one call in submission order; every request gets its
-// group's error; group limits (count, weight) hold; many threads get every request served once.
+// group's error; group limits (count, weight) hold; a leader serves the groups queued behind it,
+// up to its turn's limit, then hands the lead on; many threads get every request served once.
 #include "layers/combining/combiner.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -61,6 +63,75 @@ TEST(Combiner, RequestsQueuedBehindALeaderAreServedAsOneGroupInOrder) {
   }
   EXPECT_EQ(c.groups(), 2u);
   EXPECT_EQ(c.requests(), 6u);
+}
+
+// Holds the first leader until `n` more requests, each submitted by its own thread in order, have
+// queued behind it; then lets the leader go. Records which thread served each group.
+struct HeldLeader {
+  Combiner c;
+  std::atomic<bool> release{false};
+  std::vector<std::thread::id> servers;  // by group, written by the serving thread
+  std::mutex mu;
+
+  explicit HeldLeader(GroupLimits limits) : c(limits) {}
+
+  void serve(std::vector<Request*>& group) {
+    std::size_t g = 0;
+    {
+      std::lock_guard lock(mu);
+      g = servers.size();
+      servers.push_back(std::this_thread::get_id());
+    }
+    if (g == 0) {
+      while (!release.load()) std::this_thread::yield();
+    }
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      static_cast<Add*>(group[i])->result = static_cast<int>(i);
+      static_cast<Add*>(group[i])->group = static_cast<int>(g);
+    }
+  }
+
+  // Runs `first` and `rest` (queued behind it in order); returns the leader's thread id.
+  std::thread::id run(Add& first, std::vector<Add>& rest) {
+    auto fn = [this](std::vector<Request*>& group) { serve(group); };
+    std::thread::id leader_id;
+    std::thread leader([&] {
+      leader_id = std::this_thread::get_id();
+      c.submit(first, fn);
+    });
+    while (!started()) std::this_thread::yield();
+    std::vector<std::thread> followers;
+    for (auto& r : rest) {
+      followers.emplace_back([&] { c.submit(r, fn); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // queued in this order
+    }
+    release = true;
+    leader.join();
+    for (auto& t : followers) t.join();
+    return leader_id;
+  }
+
+  bool started() {
+    std::lock_guard lock(mu);
+    return !servers.empty();
+  }
+};
+
+TEST(Combiner, ALeaderServesTheGroupsQueuedBehindItUpToItsTurnsLimit) {
+  HeldLeader h({.max_count = 2, .max_groups_per_leader = 3});
+  Add first;
+  std::vector<Add> rest(7);
+  const std::thread::id leader = h.run(first, rest);
+  // Groups: [first], [0 1], [2 3] by the leader (its turn of 3), then [4 5], [6] by 4's thread.
+  ASSERT_EQ(h.servers.size(), 5u);
+  for (std::size_t g = 0; g < 3; ++g) EXPECT_EQ(h.servers[g], leader) << g;
+  EXPECT_NE(h.servers[3], leader);
+  EXPECT_EQ(h.servers[4], h.servers[3]);
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    EXPECT_EQ(rest[i].group, static_cast<int>(1 + i / 2)) << i;
+    EXPECT_EQ(rest[i].result, static_cast<int>(i % 2)) << i;  // submission order
+  }
+  EXPECT_EQ(h.c.requests(), 8u);
 }
 
 TEST(Combiner, EveryRequestOfAGroupGetsItsError) {

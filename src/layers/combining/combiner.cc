@@ -18,27 +18,36 @@ void Combiner::submit(Request& r, const Serve& serve) {
   if (r.error_) std::rethrow_exception(r.error_);
 }
 
-// Serves the group queued now, `r` (at the front) first, outside the lock (others keep queueing);
-// then marks it done and, with the lock released, wakes its followers and the next leader.
+// Serves the group queued now, `r` (at the front) first, outside the lock (others keep queueing),
+// and wakes its followers; then, while requests are queued and the leader's turn lasts, the next
+// groups the same way, so that no thread switch lies between one group and the next. At the end it
+// wakes the next leader, if requests are left.
 void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve) {
-  std::vector<Request*> group = take_group();
-  lock.unlock();
-  std::exception_ptr error;
-  try {
-    serve(group);
-  } catch (...) {
-    error = std::current_exception();
+  Request* next_leader = nullptr;
+  for (std::size_t turn = 0; turn < limits_.max_groups_per_leader; ++turn) {
+    std::vector<Request*> group = take_group();
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      serve(group);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    next_leader = finish(group, error);
+    lock.unlock();
+    // Each post may let its request's thread return and destroy the request: nothing of a
+    // request is touched after its post.
+    for (Request* q : group) {
+      if (q != &r) q->wake_.post();
+    }
+    // While the queue was not empty at finish(), the requests queued since wait behind its front
+    // one, whose thread waits to be woken: this thread may serve it.
+    if (next_leader == nullptr) return;
+    lock.lock();
   }
-  lock.lock();
-  Request* next_leader = finish(group, error);
   lock.unlock();
-  // The next leader first, so that the next group forms while the followers wake. Each post may
-  // let its request's thread return and destroy the request: nothing of a request is touched after
-  // its post.
-  if (next_leader != nullptr) next_leader->wake_.post();
-  for (Request* q : group) {
-    if (q != &r) q->wake_.post();
-  }
+  next_leader->wake_.post();
 }
 
 // The requests at the front of the queue that fit in one group (left in the queue until done, so

@@ -70,6 +70,8 @@ struct Request {
 struct GroupLimits {
   std::size_t max_count = 128;
   std::size_t max_weight = static_cast<std::size_t>(-1);
+  // Groups one leader serves in a row while requests are queued, before it hands the lead on.
+  std::size_t max_groups_per_leader = 16;
 };
 
 class Combiner {
