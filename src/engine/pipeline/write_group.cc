@@ -28,17 +28,33 @@ inline void cpu_relax() {
 
 void WriteGroup::commit(Writer& w, const RunBatch& run) {
   bool lead_now = false;
+  bool may_spin = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(&w);
     lead_now = !leading_;
     leading_ = true;
+    may_spin = queue_.size() <= spinners_;
   }
-  if (!lead_now && await(w) == Writer::kDone) return;
+  if (!lead_now && await(w, may_spin) == Writer::kDone) return;
   lead(w, run);
 }
 
-std::uint8_t WriteGroup::await(Writer& w) {
+std::uint8_t WriteGroup::await(Writer& w, bool may_spin) {
+  if (may_spin) {
+    const std::uint8_t s = spin(w);
+    if (s & kFinished) return s;
+  }
+  // Sleep. Announce it first, so the leader knows to take the mutex and notify.
+  std::uint8_t s = Writer::kQueued;
+  if (!w.state.compare_exchange_strong(s, Writer::kSleeping, std::memory_order_acq_rel)) return s;
+  sleeps_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock<std::mutex> lock(w.mu);
+  w.cv.wait(lock, [&] { return w.state.load(std::memory_order_relaxed) != Writer::kSleeping; });
+  return w.state.load(std::memory_order_relaxed);
+}
+
+std::uint8_t WriteGroup::spin(Writer& w) {
   // Phase 1: spin.
   for (int i = 0; i < kSpins; ++i) {
     const std::uint8_t s = w.state.load(std::memory_order_acquire);
@@ -53,13 +69,7 @@ std::uint8_t WriteGroup::await(Writer& w) {
     const std::uint8_t s = w.state.load(std::memory_order_acquire);
     if (s & kFinished) return s;
   } while (std::chrono::steady_clock::now() < deadline);
-  // Phase 3: sleep. Announce it first, so the leader knows to take the mutex and notify.
-  std::uint8_t s = Writer::kQueued;
-  if (!w.state.compare_exchange_strong(s, Writer::kSleeping, std::memory_order_acq_rel)) return s;
-  sleeps_.fetch_add(1, std::memory_order_relaxed);
-  std::unique_lock<std::mutex> lock(w.mu);
-  w.cv.wait(lock, [&] { return w.state.load(std::memory_order_relaxed) != Writer::kSleeping; });
-  return w.state.load(std::memory_order_relaxed);
+  return w.state.load(std::memory_order_acquire);
 }
 
 void WriteGroup::set_state(Writer& w, std::uint8_t state) {
@@ -76,31 +86,40 @@ void WriteGroup::set_state(Writer& w, std::uint8_t state) {
 }
 
 void WriteGroup::lead(Writer& w, const RunBatch& run) {
-  // Step 1: take the batch: `w` (the oldest queued writer) and those queued after it.
-  std::vector<Writer*> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const std::size_t n = std::min(queue_.size(), max_batch_);
-    batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-  }
-  // Step 2: run it on this thread.
-  run(batch);
-  // Step 3: pass the leadership to the oldest writer that queued meanwhile, if any.
-  Writer* next = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.empty()) {
-      leading_ = false;
-    } else {
-      next = queue_.front();
+  Writer* own = &w;
+  for (std::size_t turn = 1;; ++turn) {
+    // Step 1: take the batch: the oldest queued writer and those queued after it.
+    std::vector<Writer*> batch = take_batch();
+    // Step 2: run it on this thread.
+    run(batch);
+    // Step 3: if writers queued meanwhile, lead their batch too (no thread switch between
+    // batches) until the turn ends; then pass the leadership to the oldest of them.
+    Writer* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) {
+        leading_ = false;
+      } else {
+        next = queue_.front();
+      }
     }
+    const bool keep_leading = next != nullptr && turn < batches_per_leader_;
+    if (next != nullptr && !keep_leading) set_state(*next, Writer::kLeader);
+    // Step 4: release the followers (after a handover, so the next batch overlaps the wake-ups).
+    for (Writer* p : batch) {
+      if (p != own) set_state(*p, Writer::kDone);
+    }
+    if (!keep_leading) return;
+    own = nullptr;
   }
-  if (next != nullptr) set_state(*next, Writer::kLeader);
-  // Step 4: release the followers (after the handover, so the next batch overlaps the wake-ups).
-  for (Writer* p : batch) {
-    if (p != &w) set_state(*p, Writer::kDone);
-  }
+}
+
+std::vector<Writer*> WriteGroup::take_batch() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::size_t n = std::min(queue_.size(), max_batch_);
+  std::vector<Writer*> batch(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+  queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+  return batch;
 }
 
 }  // namespace kvq::pipeline

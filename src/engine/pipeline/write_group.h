@@ -1,10 +1,12 @@
 // Internal: the group commit of the pipeline, after LevelDB's DBImpl::Write and RocksDB's
 // WriteThread. There is no pipeline thread: the committer that finds no group in progress becomes
-// the leader, takes every commit queued so far (its own first) as one batch, runs the batch itself
-// and hands the leadership to the oldest commit still queued. The others (followers) wait for
-// their result: a short spin while the leader is likely running on another core, then yields
-// (on a small machine the leader or another client may need the core), then a blocking wait on a
-// condition variable. The leader wakes a follower with one atomic exchange; it touches the
+// the leader, takes every commit queued so far (its own first) as one batch, runs the batch itself,
+// runs the batches of the commits that queued meanwhile too (a few in a row, so no thread switch
+// lies between them) and then hands the leadership to the oldest commit still queued. The others (followers) wait for
+// their result: the first few in the queue (one fewer than the machine has cores) spin briefly
+// while the leader is likely running on another core, then yield (on a small machine the leader or
+// another client may need the core), then wait on a condition variable; the others wait on it at
+// once, so that many waiting committers do not take the cores from the leader. The leader wakes a follower with one atomic exchange; it touches the
 // follower's mutex only when the follower already went to sleep. So a commit costs no thread
 // switch unless it has to wait longer than the yield budget (a RocksDB fsync, for instance).
 //
@@ -20,6 +22,7 @@
 #ifndef KVQ_SRC_ENGINE_PIPELINE_WRITE_GROUP_H_
 #define KVQ_SRC_ENGINE_PIPELINE_WRITE_GROUP_H_
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -28,6 +31,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
@@ -55,8 +59,11 @@ class WriteGroup {
   // must not throw.
   using RunBatch = std::function<void(std::vector<Writer*>& batch)>;
 
-  // `max_batch` (>= 1): the most writers one batch takes.
-  explicit WriteGroup(std::size_t max_batch) : max_batch_(max_batch) {}
+  // `max_batch` (>= 1): the most writers one batch takes. `batches_per_leader` (>= 1): the most
+  // batches one leader runs in a row while writers keep queueing, before it hands the lead on
+  // (its own commit returns only then).
+  explicit WriteGroup(std::size_t max_batch, std::size_t batches_per_leader = 8)
+      : max_batch_(max_batch), batches_per_leader_(std::max<std::size_t>(1, batches_per_leader)) {}
   WriteGroup(const WriteGroup&) = delete;
   WriteGroup& operator=(const WriteGroup&) = delete;
 
@@ -68,14 +75,24 @@ class WriteGroup {
   std::uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
 
  private:
-  // Waits until `w` is done or made leader; returns the state reached.
-  std::uint8_t await(Writer& w);
-  // Leads one batch starting with `w`, then passes the leadership on.
+  // Waits until `w` is done or made leader (spinning first if `may_spin`); returns the state
+  // reached.
+  std::uint8_t await(Writer& w, bool may_spin);
+  // Spins, then yields, for a bounded time; returns the state reached (maybe still queued).
+  static std::uint8_t spin(Writer& w);
+  // Leads the batch starting with `w`, and the next ones while writers keep queueing (up to a
+  // turn's limit); then passes the leadership on.
   void lead(Writer& w, const RunBatch& run);
+  // Takes the oldest queued writers, up to max_batch_, off the queue.
+  std::vector<Writer*> take_batch();
   // Publishes `state` to `w`, waking it if it sleeps.
   static void set_state(Writer& w, std::uint8_t state);
 
   const std::size_t max_batch_;
+  const std::size_t batches_per_leader_;
+  // Waiters at most this far back in the queue spin before they sleep: one per core besides the
+  // leader's.
+  const std::size_t spinners_ = std::max(2u, std::thread::hardware_concurrency()) - 1;
   std::mutex mu_;
   std::deque<Writer*> queue_;  // waiting writers, oldest first; the leader's batch is taken off
   bool leading_ = false;       // a leader is running (then queue_ is served later)

@@ -1,0 +1,127 @@
+// The pipeline's group commit (src/engine/pipeline/write_group.h) on its own: every commit runs in
+// exactly one batch and gets its own result; batches never overlap and run in queue order; a
+// leader runs the batches queued behind it, up to its turn's limit, then hands the lead on.
+#include "engine/pipeline/write_group.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kvq::pipeline {
+namespace {
+
+// Runs batches, numbering the commits in the order the batches ran them (as a commit version) and
+// recording which thread ran each batch; fails the test if two batches overlap.
+class Recorder {
+ public:
+  void run(std::vector<Writer*>& batch) {
+    if (running_.exchange(true)) overlaps_.fetch_add(1);
+    {
+      std::lock_guard lock(mu_);
+      runners_.push_back(std::this_thread::get_id());
+      sizes_.push_back(batch.size());
+    }
+    for (Writer* w : batch) w->result.version = next_++;
+    running_.store(false);
+  }
+
+  int overlaps() const { return overlaps_.load(); }
+  std::vector<std::thread::id> runners() {
+    std::lock_guard lock(mu_);
+    return runners_;
+  }
+  std::vector<std::size_t> sizes() {
+    std::lock_guard lock(mu_);
+    return sizes_;
+  }
+
+ private:
+  std::atomic<bool> running_{false};
+  std::atomic<int> overlaps_{0};
+  Version next_ = 0;  // only touched by one batch at a time
+  std::mutex mu_;
+  std::vector<std::thread::id> runners_;
+  std::vector<std::size_t> sizes_;
+};
+
+TEST(WriteGroup, ManyThreadsGetEveryCommitRunOnceInNonOverlappingBatches) {
+  WriteGroup group(/*max_batch=*/16, /*batches_per_leader=*/4);
+  Recorder rec;
+  constexpr int kThreads = 16, kCommits = 2000;
+  std::vector<std::vector<Version>> versions(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCommits; ++i) {
+        engine::CommitRequest request;
+        Writer w(&request);
+        group.commit(w, [&](std::vector<Writer*>& batch) { rec.run(batch); });
+        versions[static_cast<std::size_t>(t)].push_back(w.result.version);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<Version> all;
+  for (const auto& v : versions) {
+    EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));  // a thread's commits run in its order
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(kThreads * kCommits));
+  for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], static_cast<Version>(i));
+  EXPECT_EQ(rec.overlaps(), 0);
+  for (std::size_t n : rec.sizes()) EXPECT_LE(n, 16u);
+}
+
+TEST(WriteGroup, ALeaderRunsTheBatchesQueuedBehindItUpToItsTurnsLimit) {
+  WriteGroup group(/*max_batch=*/2, /*batches_per_leader=*/3);
+  Recorder rec;
+  std::atomic<bool> release{false};
+  auto run = [&](std::vector<Writer*>& batch) {
+    rec.run(batch);
+    if (rec.runners().size() == 1) {
+      while (!release.load()) std::this_thread::yield();  // hold the first leader
+    }
+  };
+  engine::CommitRequest first_request;
+  Writer first(&first_request);
+  std::thread::id leader;
+  std::thread leader_thread([&] {
+    leader = std::this_thread::get_id();
+    group.commit(first, run);
+  });
+  while (rec.runners().empty()) std::this_thread::yield();
+  constexpr int kQueued = 7;
+  std::vector<engine::CommitRequest> requests(kQueued);
+  std::vector<std::unique_ptr<Writer>> writers;
+  std::vector<std::thread> followers;
+  for (int i = 0; i < kQueued; ++i) {
+    writers.push_back(std::make_unique<Writer>(&requests[static_cast<std::size_t>(i)]));
+    followers.emplace_back([&, i] { group.commit(*writers[static_cast<std::size_t>(i)], run); });
+    // Queued in this order: a waiter spins and yields for at most a few hundred microseconds.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  release = true;
+  leader_thread.join();
+  for (auto& t : followers) t.join();
+  // Batches: [first], [0 1], [2 3] by the leader (its turn of 3), then [4 5], [6] by 4's thread.
+  const std::vector<std::thread::id> runners = rec.runners();
+  ASSERT_EQ(runners.size(), 5u);
+  for (std::size_t b = 0; b < 3; ++b) EXPECT_EQ(runners[b], leader) << b;
+  EXPECT_NE(runners[3], leader);
+  EXPECT_EQ(runners[4], runners[3]);
+  EXPECT_EQ(first.result.version, 0);
+  for (int i = 0; i < kQueued; ++i) {
+    EXPECT_EQ(writers[static_cast<std::size_t>(i)]->result.version, i + 1) << i;  // queue order
+  }
+  EXPECT_EQ(rec.overlaps(), 0);
+}
+
+}  // namespace
+}  // namespace kvq::pipeline
