@@ -118,7 +118,7 @@ struct HeldLeader {
 };
 
 TEST(Combiner, ALeaderServesTheGroupsQueuedBehindItUpToItsTurnsLimit) {
-  HeldLeader h({.max_count = 2, .max_groups_per_leader = 3});
+  HeldLeader h({.max_count = 2, .max_groups_per_leader = 3, .max_lead_time = std::chrono::seconds(60)});
   Add first;
   std::vector<Add> rest(7);
   const std::thread::id leader = h.run(first, rest);
@@ -132,6 +132,18 @@ TEST(Combiner, ALeaderServesTheGroupsQueuedBehindItUpToItsTurnsLimit) {
     EXPECT_EQ(rest[i].result, static_cast<int>(i % 2)) << i;  // submission order
   }
   EXPECT_EQ(h.c.requests(), 8u);
+}
+
+TEST(Combiner, ALeaderWhoseTurnTimeIsUpHandsTheLeadOnAfterItsGroup) {
+  HeldLeader h({.max_count = 2, .max_groups_per_leader = 3, .max_lead_time = {}});
+  Add first;
+  std::vector<Add> rest(3);
+  const std::thread::id leader = h.run(first, rest);
+  // No time for a second group: [first] by the leader, [0 1] by 0's thread, [2] by 2's.
+  ASSERT_EQ(h.servers.size(), 3u);
+  EXPECT_NE(h.servers[1], leader);
+  EXPECT_NE(h.servers[2], h.servers[1]);
+  EXPECT_NE(h.servers[2], leader);
 }
 
 TEST(Combiner, EveryRequestOfAGroupGetsItsError) {

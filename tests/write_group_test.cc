@@ -80,7 +80,7 @@ TEST(WriteGroup, ManyThreadsGetEveryCommitRunOnceInNonOverlappingBatches) {
 }
 
 TEST(WriteGroup, ALeaderRunsTheBatchesQueuedBehindItUpToItsTurnsLimit) {
-  WriteGroup group(/*max_batch=*/2, /*batches_per_leader=*/3);
+  WriteGroup group(/*max_batch=*/2, /*batches_per_leader=*/3, std::chrono::seconds(60));
   Recorder rec;
   std::atomic<bool> release{false};
   auto run = [&](std::vector<Writer*>& batch) {

@@ -86,6 +86,8 @@ void WriteGroup::set_state(Writer& w, std::uint8_t state) {
 }
 
 void WriteGroup::lead(Writer& w, const RunBatch& run) {
+  // Real time, not kvq's clock (common/clock.h): a simulated clock may stand still.
+  const auto turn_end = std::chrono::steady_clock::now() + lead_time_;
   Writer* own = &w;
   for (std::size_t turn = 1;; ++turn) {
     // Step 1: take the batch: the oldest queued writer and those queued after it.
@@ -103,7 +105,8 @@ void WriteGroup::lead(Writer& w, const RunBatch& run) {
         next = queue_.front();
       }
     }
-    const bool keep_leading = next != nullptr && turn < batches_per_leader_;
+    const bool keep_leading = next != nullptr && turn < batches_per_leader_ &&
+                              std::chrono::steady_clock::now() < turn_end;
     if (next != nullptr && !keep_leading) set_state(*next, Writer::kLeader);
     // Step 4: release the followers (after a handover, so the next batch overlaps the wake-ups).
     for (Writer* p : batch) {

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -59,11 +60,15 @@ class WriteGroup {
   // must not throw.
   using RunBatch = std::function<void(std::vector<Writer*>& batch)>;
 
-  // `max_batch` (>= 1): the most writers one batch takes. `batches_per_leader` (>= 1): the most
-  // batches one leader runs in a row while writers keep queueing, before it hands the lead on
-  // (its own commit returns only then).
-  explicit WriteGroup(std::size_t max_batch, std::size_t batches_per_leader = 8)
-      : max_batch_(max_batch), batches_per_leader_(std::max<std::size_t>(1, batches_per_leader)) {}
+  // `max_batch` (>= 1): the most writers one batch takes. A leader runs the batches that queue
+  // behind its own, in a row, until it has run `batches_per_leader` or led for `lead_time` (a
+  // turn ends after the batch that crosses it), then hands the lead on; its own commit returns
+  // only then.
+  explicit WriteGroup(std::size_t max_batch, std::size_t batches_per_leader = 8,
+                      std::chrono::microseconds lead_time = std::chrono::microseconds(200))
+      : max_batch_(max_batch),
+        batches_per_leader_(std::max<std::size_t>(1, batches_per_leader)),
+        lead_time_(lead_time) {}
   WriteGroup(const WriteGroup&) = delete;
   WriteGroup& operator=(const WriteGroup&) = delete;
 
@@ -90,6 +95,7 @@ class WriteGroup {
 
   const std::size_t max_batch_;
   const std::size_t batches_per_leader_;
+  const std::chrono::microseconds lead_time_;
   // Waiters at most this far back in the queue spin before they sleep: one per core besides the
   // leader's.
   const std::size_t spinners_ = std::max(2u, std::thread::hardware_concurrency()) - 1;

@@ -23,8 +23,10 @@ void Combiner::submit(Request& r, const Serve& serve) {
 // groups the same way, so that no thread switch lies between one group and the next. At the end it
 // wakes the next leader, if requests are left.
 void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve) {
+  // Real time, not kvq's clock (common/clock.h): a simulated clock may stand still.
+  const auto turn_end = std::chrono::steady_clock::now() + limits_.max_lead_time;
   Request* next_leader = nullptr;
-  for (std::size_t turn = 0; turn < limits_.max_groups_per_leader; ++turn) {
+  for (std::size_t turn = 1;; ++turn) {
     std::vector<Request*> group = take_group();
     lock.unlock();
     std::exception_ptr error;
@@ -44,9 +46,11 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
     // While the queue was not empty at finish(), the requests queued since wait behind its front
     // one, whose thread waits to be woken: this thread may serve it.
     if (next_leader == nullptr) return;
+    if (turn >= limits_.max_groups_per_leader || std::chrono::steady_clock::now() >= turn_end) {
+      break;
+    }
     lock.lock();
   }
-  lock.unlock();
   next_leader->wake_.post();
 }
 

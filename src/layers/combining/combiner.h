@@ -20,6 +20,7 @@
 
 #include <semaphore.h>
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <exception>
@@ -70,8 +71,10 @@ struct Request {
 struct GroupLimits {
   std::size_t max_count = 128;
   std::size_t max_weight = static_cast<std::size_t>(-1);
-  // Groups one leader serves in a row while requests are queued, before it hands the lead on.
+  // A leader serves the groups queued behind its own, in a row, until it has served this many or
+  // led for this long (a turn ends after the group that crosses it), then hands the lead on.
   std::size_t max_groups_per_leader = 16;
+  std::chrono::microseconds max_lead_time{200};
 };
 
 class Combiner {
