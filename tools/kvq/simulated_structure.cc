@@ -1,6 +1,7 @@
 // The structures of `kvq simulate` (simulated_structure.h).
 #include "tools/kvq/simulated_structure.h"
 
+#include <random>
 #include <utility>
 
 namespace kvq::cli {
@@ -151,6 +152,19 @@ const char* structure_name(Structure s) {
   return "";
 }
 
+Structure structure_of(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ (kSeedMix >> 2));
+  return static_cast<Structure>(rng() % 3);
+}
+
+QueueOptions queue_options(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ (kSeedMix >> 1));
+  QueueOptions o;
+  o.high_contention = rng() % 2 == 1;
+  o.combine = rng() % 2 == 1;
+  return o;
+}
+
 std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, QueueOptions o) {
   switch (s) {
     case Structure::kQueue:
@@ -160,7 +174,7 @@ std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, Q
     case Structure::kFairQueue:
       break;
   }
-  return std::make_unique<FairTarget>(std::move(db), FairQueueOptions{});
+  return std::make_unique<FairTarget>(std::move(db), FairQueueOptions{.combine = o.combine});
 }
 
 }  // namespace kvq::cli

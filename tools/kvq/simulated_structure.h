@@ -27,6 +27,14 @@ enum class Structure { kQueue, kPriorityQueue, kFairQueue };
 // "Queue", "PriorityQueue" or "FairQueue".
 const char* structure_name(Structure s);
 
+// The constant (2^64 / golden ratio) a seed is mixed with to derive independent choices from it.
+inline constexpr std::uint64_t kSeedMix = 0x9e3779b97f4a7c15ULL;
+// The structure a seed runs, from the seed: a third each.
+Structure structure_of(std::uint64_t seed);
+// Plain or high-contention pops (Queue and PriorityQueue), with or without combining, from the
+// seed.
+QueueOptions queue_options(std::uint64_t seed);
+
 // What a client pushes: a value (unique in the run), its priority (PriorityQueue) and its tenant
 // (FairQueue).
 struct Item {

@@ -21,6 +21,7 @@
 #include "engine/testing/fault_injection.h"
 #include "engine/testing/scheduling_engine.h"
 #include "kvq/kvq.h"
+#include "layers/combining/combiner.h"
 #include "tools/kvq/history.h"
 #include "tools/kvq/simulated_structure.h"
 
@@ -29,7 +30,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr std::uint64_t kMix = 0x9e3779b97f4a7c15ULL;
+constexpr std::uint64_t kMix = kSeedMix;
 constexpr std::uint64_t kFnvOffset = 1469598103934665603ULL;
 constexpr std::uint64_t kFnvPrime = 1099511628211ULL;
 
@@ -46,26 +47,12 @@ engine::FaultInjectionOptions fault_options(std::uint64_t seed) {
   return o;
 }
 
-// Plain or high-contention pops, from the seed.
-QueueOptions queue_options(std::uint64_t seed) {
-  std::mt19937_64 rng(seed ^ (kMix >> 1));
-  QueueOptions o;
-  o.high_contention = rng() % 2 == 1;
-  return o;
-}
-
 using history::PopKind;
 
 // A random duration of [lo, hi] ms.
 milliseconds between_ms(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
   return milliseconds(lo +
                       static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(hi - lo + 1)));
-}
-
-// The structure a seed runs, from the seed: a third each.
-Structure structure_of(std::uint64_t seed) {
-  std::mt19937_64 rng(seed ^ (kMix >> 2));
-  return static_cast<Structure>(rng() % 3);
 }
 
 // The seed's world: the clock, the faulty scheduled database, the structure, and what happened.
@@ -85,7 +72,8 @@ class World {
     result_.structure = structure_name(structure_);
     result_.high_contention =
         structure_ != Structure::kFairQueue && queue_options(seed).high_contention;
-    mix(result_.high_contention ? 2 : 1);
+    result_.combine = queue_options(seed).combine;
+    mix((result_.high_contention ? 2 : 1) + (result_.combine ? 4 : 0));
     mix(static_cast<std::uint64_t>(structure_));
     common::seed_thread_random(seed);  // the drain runs on this thread
   }
@@ -101,14 +89,20 @@ class World {
  private:
   void run_clients() {
     std::mt19937_64 rng(seed_ * kMix + 1);
-    // High-contention seeds get one client more, so that staged pops meet more often.
-    result_.clients = (result_.high_contention ? 3 : 2) + static_cast<std::int64_t>(rng() % 3);
+    // High-contention seeds get one client more, so that staged pops meet more often, and
+    // combining seeds two more, so that more operations meet a group.
+    result_.clients = (result_.high_contention ? 3 : 2) + (result_.combine ? 2 : 0) +
+                      static_cast<std::int64_t>(rng() % 3);
     const common::SteadyTime start = clock_.steady_now();
+    const combining::CombiningTotals before = combining::combining_totals();
     try {
       clock_.run(static_cast<int>(result_.clients), seed_, [this](int me) { client(me); });
     } catch (const std::exception& e) {
       problem(std::string("a client stopped: ") + e.what());
     }
+    const combining::CombiningTotals after = combining::combining_totals();
+    result_.combined = static_cast<std::int64_t>((after.requests - before.requests) -
+                                                 (after.groups - before.groups));
     result_.steps = clock_.steps();
     result_.simulated_ms =
         std::chrono::duration_cast<milliseconds>(clock_.steady_now() - start).count();

@@ -50,6 +50,8 @@ struct SeedResult {
   std::int64_t leases_lost = 0;    // acks and nacks that found their lease gone (it ran out)
   std::int64_t redeliveries = 0;   // takes of an item delivered before (after a nack or expiry)
   bool high_contention = false;    // the pops: high-contention staging, or plain (not FairQueue)
+  bool combine = false;            // the clients' operations combined (QueueOptions::combine)
+  std::int64_t combined = 0;       // ... operations served by another client's group
   std::int64_t fairness_pops = 0;  // pops of the FairQueue fairness probe
   std::int64_t waits = 0;          // pop_wait and take_wait calls
   std::int64_t waits_empty = 0;    // ... that timed out with nothing

@@ -1,6 +1,18 @@
 #include "layers/combining/combiner.h"
 
+#include <atomic>
+
 namespace kvq::combining {
+namespace {
+
+std::atomic<std::uint64_t> total_groups{0}, total_requests{0};
+
+}  // namespace
+
+CombiningTotals combining_totals() {
+  return {total_groups.load(std::memory_order_relaxed),
+          total_requests.load(std::memory_order_relaxed)};
+}
 
 void Combiner::submit(Request& r, const Serve& serve) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -23,8 +35,8 @@ void Combiner::submit(Request& r, const Serve& serve) {
 // groups the same way, so that no thread switch lies between one group and the next. At the end it
 // wakes the next leader, if requests are left.
 void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve) {
-  // Real time, not kvq's clock (common/clock.h): a simulated clock may stand still.
-  const auto turn_end = std::chrono::steady_clock::now() + limits_.max_lead_time;
+  // kvq's clock, so that a simulated run is the same for the same seed.
+  const common::SteadyTime turn_end = common::clock().steady_now() + limits_.max_lead_time;
   Request* next_leader = nullptr;
   for (std::size_t turn = 1;; ++turn) {
     std::vector<Request*> group = take_group();
@@ -46,7 +58,7 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
     // While the queue was not empty at finish(), the requests queued since wait behind its front
     // one, whose thread waits to be woken: this thread may serve it.
     if (next_leader == nullptr) return;
-    if (turn >= limits_.max_groups_per_leader || std::chrono::steady_clock::now() >= turn_end) {
+    if (turn >= limits_.max_groups_per_leader || common::clock().steady_now() >= turn_end) {
       break;
     }
     lock.lock();
@@ -78,6 +90,8 @@ Request* Combiner::finish(const std::vector<Request*>& group, const std::excepti
   }
   ++groups_;
   requests_ += group.size();
+  total_groups.fetch_add(1, std::memory_order_relaxed);
+  total_requests.fetch_add(group.size(), std::memory_order_relaxed);
   return queue_.empty() ? nullptr : queue_.front();
 }
 

@@ -18,39 +18,42 @@
 #ifndef KVQ_SRC_LAYERS_COMBINING_COMBINER_H_
 #define KVQ_SRC_LAYERS_COMBINING_COMBINER_H_
 
-#include <semaphore.h>
-
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <vector>
 
+#include "common/clock.h"
+
 namespace kvq::combining {
 
-// A one-shot wake-up: wait() blocks until post(). A POSIX semaphore, because glibc (since 2.21)
-// lets the waiter destroy it as soon as wait() returns, even while post() is still in its futex
-// call; std::binary_semaphore gives no such promise, and libstdc++'s spins with sched_yield
-// before it sleeps, which on two cores with many waiters costs more than it saves.
+// A one-shot wake-up: wait() blocks until post(). The wait goes through kvq's clock
+// (common/clock.h), so that the simulator (kvq simulate) schedules a waiting follower like any other
+// waiter and runs the leader meanwhile. post() publishes under the mutex, so the waiter (which
+// needs the mutex to return) cannot return and destroy the Wakeup before post() has let go of it.
 class Wakeup {
  public:
-  Wakeup() { sem_init(&sem_, 0, 0); }
-  ~Wakeup() { sem_destroy(&sem_); }
-  Wakeup(const Wakeup&) = delete;
-  Wakeup& operator=(const Wakeup&) = delete;
-
   // Lets wait() return; at most once per wait.
-  void post() { sem_post(&sem_); }
+  void post() {
+    std::lock_guard lock(mu_);
+    posted_ = true;
+    cv_.notify_one();
+  }
   // Returns after post() (at once if it came first).
   void wait() {
-    while (sem_wait(&sem_) != 0) {
-    }  // only EINTR: a signal handler ran
+    std::unique_lock lock(mu_);
+    common::clock().wait_until(lock, cv_, common::SteadyTime::max(), [this] { return posted_; });
   }
 
  private:
-  sem_t sem_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool posted_ = false;
 };
 
 // One submitted operation; derive to add its arguments and results. Owned by its submitter (on
@@ -76,6 +79,14 @@ struct GroupLimits {
   std::size_t max_groups_per_leader = 16;
   std::chrono::microseconds max_lead_time{200};
 };
+
+// Groups and requests served by every Combiner of this process so far (for the simulator, which
+// reports how many requests were served by another thread's group: requests - groups).
+struct CombiningTotals {
+  std::uint64_t groups = 0;
+  std::uint64_t requests = 0;
+};
+CombiningTotals combining_totals();
 
 class Combiner {
  public:
