@@ -100,10 +100,11 @@ TEST(WriteGroup, ALeaderRunsTheBatchesQueuedBehindItUpToItsTurnsLimit) {
   constexpr int kQueued = 7;
   std::vector<engine::CommitRequest> requests(kQueued);
   std::vector<std::unique_ptr<Writer>> writers;
+  for (auto& r : requests) writers.push_back(std::make_unique<Writer>(&r));
   std::vector<std::thread> followers;
   for (int i = 0; i < kQueued; ++i) {
-    writers.push_back(std::make_unique<Writer>(&requests[static_cast<std::size_t>(i)]));
-    followers.emplace_back([&, i] { group.commit(*writers[static_cast<std::size_t>(i)], run); });
+    Writer* w = writers[static_cast<std::size_t>(i)].get();
+    followers.emplace_back([&, w] { group.commit(*w, run); });
     // Queued in this order: a waiter spins and yields for at most a few hundred microseconds.
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
