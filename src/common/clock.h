@@ -41,6 +41,10 @@ class Clock {
   // does so under `lock`'s mutex and then notifies `cv`. Returns ready().
   virtual bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                           SteadyTime deadline, const std::function<bool()>& ready) = 0;
+  // Whether the calling thread is scheduled by this clock, so that it must not block other than
+  // through sleep_for and wait_until (true only on a client thread of SimulatedClock::run, whose
+  // scheduler runs one thread at a time).
+  virtual bool schedules_calling_thread() { return false; }
 };
 
 // The installed clock: the real clock unless a ScopedClock is alive.

@@ -50,6 +50,7 @@ class SimulatedClock final : public Clock {
   void sleep_for(std::chrono::nanoseconds duration) override;
   bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                   SteadyTime deadline, const std::function<bool()>& ready) override;
+  bool schedules_calling_thread() override { return self() >= 0; }
 
   // Moves simulated time forward by `duration` (ignored if not positive).
   void advance(std::chrono::nanoseconds duration);

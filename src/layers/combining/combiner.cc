@@ -32,12 +32,12 @@ void Combiner::submit(Request& r, const Serve& serve) {
 
 // Serves the group queued now, `r` (at the front) first, outside the lock (others keep queueing),
 // and wakes its followers; then, while requests are queued and the leader's turn lasts, the next
-// groups the same way, so that no thread switch lies between one group and the next. At the end it
-// wakes the next leader, if requests are left.
+// groups the same way, so that no thread switch lies between one group and the next. When the turn
+// ends with requests left, it wakes the next leader before the followers, so that the next group
+// forms while they wake.
 void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve) {
   // kvq's clock, so that a simulated run is the same for the same seed.
   const common::SteadyTime turn_end = common::clock().steady_now() + limits_.max_lead_time;
-  Request* next_leader = nullptr;
   for (std::size_t turn = 1;; ++turn) {
     std::vector<Request*> group = take_group();
     lock.unlock();
@@ -48,22 +48,21 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
       error = std::current_exception();
     }
     lock.lock();
-    next_leader = finish(group, error);
+    // While the queue is not empty, the requests queued since wait behind its front one, whose
+    // thread waits to be woken: this thread may go on serving them.
+    Request* next_leader = finish(group, error);
     lock.unlock();
+    const bool go_on = next_leader != nullptr && turn < limits_.max_groups_per_leader &&
+                       common::clock().steady_now() < turn_end;
+    if (next_leader != nullptr && !go_on) next_leader->wake_.post();
     // Each post may let its request's thread return and destroy the request: nothing of a
     // request is touched after its post.
     for (Request* q : group) {
       if (q != &r) q->wake_.post();
     }
-    // While the queue was not empty at finish(), the requests queued since wait behind its front
-    // one, whose thread waits to be woken: this thread may serve it.
-    if (next_leader == nullptr) return;
-    if (turn >= limits_.max_groups_per_leader || common::clock().steady_now() >= turn_end) {
-      break;
-    }
+    if (!go_on) return;
     lock.lock();
   }
-  next_leader->wake_.post();
 }
 
 // The requests at the front of the queue that fit in one group (left in the queue until done, so

@@ -18,6 +18,8 @@
 #ifndef KVQ_SRC_LAYERS_COMBINING_COMBINER_H_
 #define KVQ_SRC_LAYERS_COMBINING_COMBINER_H_
 
+#include <semaphore.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -32,26 +34,48 @@
 
 namespace kvq::combining {
 
-// A one-shot wake-up: wait() blocks until post(). The wait goes through kvq's clock
-// (common/clock.h), so that the simulator (kvq simulate) schedules a waiting follower like any other
-// waiter and runs the leader meanwhile. post() publishes under the mutex, so the waiter (which
-// needs the mutex to return) cannot return and destroy the Wakeup before post() has let go of it.
+// A one-shot wake-up: wait() blocks until post(). Normally a POSIX semaphore, because glibc (since
+// 2.21) lets the waiter destroy it as soon as wait() returns, even while post() is still in its
+// futex call, and a post costs one futex wake (a condition variable's waiter would wake only to
+// wait again for the poster's mutex); std::binary_semaphore gives no such promise, and libstdc++'s
+// spins with sched_yield before it sleeps, which on two cores with many waiters costs more than it
+// saves. On a thread the installed clock schedules (kvq simulate), it waits through the clock
+// instead (a mutex and condition variable; post() publishes under the mutex, so the waiter cannot
+// return and destroy the Wakeup before post() has let go of it), so that the scheduler runs the
+// leader meanwhile.
 class Wakeup {
  public:
+  Wakeup() { sem_init(&sem_, 0, 0); }
+  ~Wakeup() { sem_destroy(&sem_); }
+  Wakeup(const Wakeup&) = delete;
+  Wakeup& operator=(const Wakeup&) = delete;
+
   // Lets wait() return; at most once per wait.
   void post() {
+    if (!through_clock_) {
+      sem_post(&sem_);
+      return;
+    }
     std::lock_guard lock(mu_);
     posted_ = true;
     cv_.notify_one();
   }
   // Returns after post() (at once if it came first).
   void wait() {
+    if (!through_clock_) {
+      while (sem_wait(&sem_) != 0) {
+      }  // only EINTR: a signal handler ran
+      return;
+    }
     std::unique_lock lock(mu_);
     common::clock().wait_until(lock, cv_, common::SteadyTime::max(), [this] { return posted_; });
   }
 
  private:
-  std::mutex mu_;
+  // Decided where the Wakeup is made: on the thread that will wait.
+  const bool through_clock_ = common::clock().schedules_calling_thread();
+  sem_t sem_;
+  std::mutex mu_;  // the clock's wait only
   std::condition_variable cv_;
   bool posted_ = false;
 };
