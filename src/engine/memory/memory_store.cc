@@ -186,8 +186,8 @@ void MemoryStore::apply(Version version, const std::vector<pipeline::StoreWrite>
   for (const pipeline::StoreWrite& w : writes) {
     switch (w.kind) {
       case pipeline::StoreWrite::Kind::kSet: {
-        auto it = data_.find(w.key);
-        if (it == data_.end()) it = data_.emplace(w.key, Chain{}).first;
+        auto it = data_.lower_bound(w.key);  // one descent, for a new key too
+        if (it == data_.end() || it->first != w.key) it = data_.emplace_hint(it, w.key, Chain{});
         append(it->first, it->second, version, w.value);
         dead_.written(w.key);
         break;
