@@ -118,7 +118,8 @@ struct HeldLeader {
 };
 
 TEST(Combiner, ALeaderServesTheGroupsQueuedBehindItUpToItsTurnsLimit) {
-  HeldLeader h({.max_count = 2, .max_groups_per_leader = 3, .max_lead_time = std::chrono::seconds(60)});
+  HeldLeader h(
+      {.max_count = 2, .max_groups_per_leader = 3, .max_lead_time = std::chrono::seconds(60)});
   Add first;
   std::vector<Add> rest(7);
   const std::thread::id leader = h.run(first, rest);

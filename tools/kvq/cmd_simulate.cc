@@ -18,8 +18,8 @@ struct Totals {
   std::uint64_t seeds = 0, failed = 0, nondeterministic = 0, steps = 0;
   std::int64_t clients = 0, operations = 0, pushed = 0, popped = 0, acked = 0;
   std::int64_t leases_lost = 0, redeliveries = 0, simulated_ms = 0, violations = 0;
-  std::int64_t high_contention = 0, combining = 0, combined = 0, waits = 0, waits_empty = 0, delayed_pushes = 0,
-               delayed_nacks = 0;
+  std::int64_t high_contention = 0, combining = 0, combined = 0, waits = 0, waits_empty = 0,
+               delayed_pushes = 0, delayed_nacks = 0;
   std::uint64_t unknown_applied = 0, unknown_not_applied = 0, conflicts = 0, too_old = 0;
   std::int64_t fairness_pops = 0;
   std::map<std::string, std::int64_t> structures;  // seeds per structure
@@ -95,7 +95,8 @@ void print_summary(const SimulateOptions& o, const Totals& t, double real_second
   std::printf("  high-contention seeds %" PRId64 ", combining seeds %" PRId64 " (%" PRId64
               " operations served by another client's group); blocking waits %" PRId64 " (%" PRId64
               " timed out empty); delayed pushes %" PRId64 ", delayed nacks %" PRId64 "\n",
-              t.high_contention, t.combining, t.combined, t.waits, t.waits_empty, t.delayed_pushes, t.delayed_nacks);
+              t.high_contention, t.combining, t.combined, t.waits, t.waits_empty, t.delayed_pushes,
+              t.delayed_nacks);
   std::printf("  faults: commit_unknown_result applied %" PRIu64 ", not applied %" PRIu64
               ", spurious not_committed %" PRIu64 ", transaction_too_old %" PRIu64 "\n",
               t.unknown_applied, t.unknown_not_applied, t.conflicts, t.too_old);

@@ -2,13 +2,14 @@
 // WriteThread. There is no pipeline thread: the committer that finds no group in progress becomes
 // the leader, takes every commit queued so far (its own first) as one batch, runs the batch itself,
 // runs the batches of the commits that queued meanwhile too (a few in a row, so no thread switch
-// lies between them) and then hands the leadership to the oldest commit still queued. The others (followers) wait for
-// their result: the first few in the queue (one fewer than the machine has cores) spin briefly
-// while the leader is likely running on another core, then yield (on a small machine the leader or
-// another client may need the core), then wait on a condition variable; the others wait on it at
-// once, so that many waiting committers do not take the cores from the leader. The leader wakes a follower with one atomic exchange; it touches the
-// follower's mutex only when the follower already went to sleep. So a commit costs no thread
-// switch unless it has to wait longer than the yield budget (a RocksDB fsync, for instance).
+// lies between them) and then hands the leadership to the oldest commit still queued. The others
+// (followers) wait for their result: the first few in the queue (one fewer than the machine has
+// cores) spin briefly while the leader is likely running on another core, then yield (on a small
+// machine the leader or another client may need the core), then wait on a condition variable; the
+// others wait on it at once, so that many waiting committers do not take the cores from the leader.
+// The leader wakes a follower with one atomic exchange; it touches the follower's mutex only when
+// the follower already went to sleep. So a commit costs no thread switch unless it has to wait
+// longer than the yield budget (a RocksDB fsync, for instance).
 //
 // Example (the pipeline's use):
 //   WriteGroup group(/*max_batch=*/1024);
