@@ -103,7 +103,7 @@ class MemoryStore::RangeScan {
   // entry is a tombstone at or below the snapshot's version). While learning, a dead key extends
   // the stretch.
   bool note_dead(const Chain& chain) {
-    const Entry& newest = chain.back();
+    const Entry& newest = chain.entries.back();
     if (newest.value || newest.version > version_) return false;
     if (learning_) {
       since_ = std::max(since_, newest.version);
@@ -153,7 +153,7 @@ std::vector<KeyValue> MemoryStore::Snapshot::get_range(std::string_view begin, s
 }
 
 const MemoryStore::Entry* MemoryStore::visible(const Chain& chain, Version version) {
-  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+  for (auto it = chain.entries.rbegin(); it != chain.entries.rend(); ++it) {
     if (it->version <= version) return &*it;
   }
   return nullptr;
@@ -165,17 +165,22 @@ std::shared_ptr<const pipeline::StoreSnapshot> MemoryStore::snapshot() const {
   return std::make_shared<Snapshot>(this, latest_.load(std::memory_order_acquire));
 }
 
-void MemoryStore::append(const std::string& key, Chain& chain, Version version,
-                         std::optional<std::string> value) {
+void MemoryStore::append(Map::iterator key, Version version, std::optional<std::string> value) {
+  std::vector<Entry>& chain = key->second.entries;
   if (!chain.empty() && chain.back().version == version) {
     // Rewritten within the batch. A tombstone must still be collected, even if the key was
     // created by this same batch (its chain was not queued then).
     chain.back().value = std::move(value);
-    if (!chain.back().value) superseded_.emplace_back(version, key);
+    if (!chain.back().value) queue_superseded(key, version);
     return;
   }
   chain.push_back({version, std::move(value)});
-  if (chain.size() > 1 || !chain.back().value) superseded_.emplace_back(version, key);
+  if (chain.size() > 1 || !chain.back().value) queue_superseded(key, version);
+}
+
+void MemoryStore::queue_superseded(Map::iterator key, Version version) {
+  ++key->second.queued;
+  superseded_.emplace_back(version, key);
 }
 
 void MemoryStore::apply(Version version, const std::vector<pipeline::StoreWrite>& writes) {
@@ -188,14 +193,14 @@ void MemoryStore::apply(Version version, const std::vector<pipeline::StoreWrite>
       case pipeline::StoreWrite::Kind::kSet: {
         auto it = data_.lower_bound(w.key);  // one descent, for a new key too
         if (it == data_.end() || it->first != w.key) it = data_.emplace_hint(it, w.key, Chain{});
-        append(it->first, it->second, version, w.value);
+        append(it, version, w.value);
         dead_.written(w.key);
         break;
       }
       case pipeline::StoreWrite::Kind::kClear: {
         auto it = data_.find(w.key);
-        if (it != data_.end() && it->second.back().value) {
-          append(it->first, it->second, version, std::nullopt);
+        if (it != data_.end() && it->second.entries.back().value) {
+          append(it, version, std::nullopt);
         }
         break;
       }
@@ -203,7 +208,7 @@ void MemoryStore::apply(Version version, const std::vector<pipeline::StoreWrite>
         if (!(w.key < w.value)) break;
         auto hi = data_.lower_bound(w.value);
         for (auto it = data_.lower_bound(w.key); it != hi; ++it) {
-          if (it->second.back().value) append(it->first, it->second, version, std::nullopt);
+          if (it->second.entries.back().value) append(it, version, std::nullopt);
         }
         break;
       }
@@ -218,16 +223,15 @@ void MemoryStore::forget_before(Version version) {
   if (floor <= floor_) return;
   floor_ = floor;
   while (!superseded_.empty() && superseded_.front().first <= floor_) {
-    std::string key = std::move(superseded_.front().second);
+    const Map::iterator key = superseded_.front().second;
     superseded_.pop_front();
     compact(key);
   }
 }
 
-void MemoryStore::compact(const std::string& key) {
-  auto it = data_.find(key);
-  if (it == data_.end()) return;
-  Chain& chain = it->second;
+void MemoryStore::compact(Map::iterator key) {
+  --key->second.queued;
+  std::vector<Entry>& chain = key->second.entries;
   // Index of the newest entry at or below the floor; everything before it is unreadable.
   std::size_t keep = 0;
   bool found = false;
@@ -240,7 +244,7 @@ void MemoryStore::compact(const std::string& key) {
   }
   if (!found) return;
   if (keep > 0) chain.erase(chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(keep));
-  if (chain.size() == 1 && !chain.front().value) data_.erase(it);
+  if (chain.size() == 1 && !chain.front().value && key->second.queued == 0) data_.erase(key);
 }
 
 std::size_t MemoryStore::key_count() const {
@@ -251,7 +255,7 @@ std::size_t MemoryStore::key_count() const {
 std::size_t MemoryStore::entry_count() const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   std::size_t n = 0;
-  for (const auto& [key, chain] : data_) n += chain.size();
+  for (const auto& [key, chain] : data_) n += chain.entries.size();
   return n;
 }
 

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -51,22 +52,29 @@ class MemoryStore final : public pipeline::VersionedStore {
     Version version;
     std::optional<std::string> value;  // nullopt: tombstone
   };
-  using Chain = std::vector<Entry>;
+  // A key's version chain, oldest first, and how many superseded_ records name the key (it is
+  // erased only when none does, so that the records can hold its map position).
+  struct Chain {
+    std::vector<Entry> entries;
+    std::uint32_t queued = 0;
+  };
+  using Map = std::map<std::string, Chain, std::less<>>;
 
   // The entry of `chain` visible at `version`, or null.
   static const Entry* visible(const Chain& chain, Version version);
-  void append(const std::string& key, Chain& chain, Version version,
-              std::optional<std::string> value);
-  void compact(const std::string& key);
+  void append(Map::iterator key, Version version, std::optional<std::string> value);
+  // Queues `key` for compaction once `version` falls below the floor.
+  void queue_superseded(Map::iterator key, Version version);
+  void compact(Map::iterator key);
 
   mutable std::shared_mutex mu_;
   // Stretches with no value from some version on, so range reads skip the tombstones of pops.
   mutable DeadRanges dead_;
-  std::map<std::string, Chain, std::less<>> data_;
+  Map data_;
   std::atomic<Version> latest_{0};
   Version floor_ = 0;  // guarded by mu_
   // Keys with superseded entries, by superseding version (writer thread only, under mu_).
-  std::deque<std::pair<Version, std::string>> superseded_;
+  std::deque<std::pair<Version, Map::iterator>> superseded_;
 };
 
 }  // namespace kvq::engine
