@@ -37,14 +37,22 @@ void FairIndex::file_due(Transaction& tr) const {
 }
 
 std::vector<RingEntry> FairIndex::window(Transaction& tr, int n) const {
-  const KeyRange ring = keys_.ring_range();
-  RangeOptions first;
-  first.limit = n;
   std::vector<RingEntry> out;
-  for (KeyValue& kv : tr.get_range(ring.begin, ring.end, first)) {
-    out.push_back(keys_.ring_entry(std::move(kv.key), kv.value));
-  }
+  for (KeyValue& kv : first(tr, n)) out.push_back(keys_.ring_entry(std::move(kv.key), kv.value));
   return out;
+}
+
+std::optional<FairIndex::Head> FairIndex::head(Transaction& tr) const {
+  std::vector<KeyValue> two = first(tr, 2);
+  if (two.empty()) return std::nullopt;
+  return Head{keys_.ring_entry(std::move(two[0].key), two[0].value), two.size() == 1};
+}
+
+std::vector<KeyValue> FairIndex::first(Transaction& tr, int n) const {
+  const KeyRange ring = keys_.ring_range();
+  RangeOptions limited;
+  limited.limit = n;
+  return tr.get_range(ring.begin, ring.end, limited);
 }
 
 void FairIndex::retire(Transaction& tr, const RingEntry& entry) const {

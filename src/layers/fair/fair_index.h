@@ -13,6 +13,7 @@
 #define KVQ_SRC_LAYERS_FAIR_FAIR_INDEX_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,13 @@ class FairIndex {
   // turn conflict; on the whole ring if it holds fewer: then no tenant can be filed meanwhile
   // without a conflict, and one entry read when more were asked for is alone in the ring).
   std::vector<RingEntry> window(Transaction& tr, int n) const;
+  // The ring's head, read as window(tr, 2) reads it (decoding only the head), and whether it is
+  // alone in the ring; nullopt if the ring is empty.
+  struct Head {
+    RingEntry entry;
+    bool alone = false;
+  };
+  std::optional<Head> head(Transaction& tr) const;
   // Takes `entry`'s tenant out of the ring.
   void retire(Transaction& tr, const RingEntry& entry) const;
   // `entry`'s tenant was served `served` (>= 1) times in a row: it keeps the turn while it has
@@ -60,6 +68,8 @@ class FairIndex {
   void set_weight(Transaction& tr, std::string_view tenant, std::int64_t w) const;
 
  private:
+  // The keys and values of the ring's first `n` entries, read with a read conflict.
+  std::vector<KeyValue> first(Transaction& tr, int n) const;
   // Files `tenant` at the back of the ring with its weight (read with a conflict, against
   // set_weight) as credit, and marks it filed.
   void file(Transaction& tr, std::string_view tenant) const;

@@ -100,14 +100,13 @@ FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, 
   index_.file_due(tr);
   for (int retired = 0; retired < max_retired; ++retired) {
     // The head and whether another tenant follows it (if not, it stays in place).
-    const std::vector<RingEntry> first = index_.window(tr, 2);
-    if (first.empty()) return {};
-    const RingEntry& head = first[0];
-    if (std::optional<T> v = serve_one(head.tenant, tr)) {
-      index_.advance(tr, head, 1, /*alone=*/first.size() == 1);
+    const std::optional<FairIndex::Head> head = index_.head(tr);
+    if (!head) return {};
+    if (std::optional<T> v = serve_one(head->entry.tenant, tr)) {
+      index_.advance(tr, head->entry, 1, head->alone);
       return {true, std::move(v)};
     }
-    index_.retire(tr, head);
+    index_.retire(tr, head->entry);
   }
   return {false, std::nullopt};
 }
