@@ -158,8 +158,8 @@ TEST_P(FairQueueConcurrencyTest, CombinedPopsKeepWeightsWithSixteenThreads) {
   EXPECT_NEAR(ratio, 3.0, 0.15) << count["heavy"] << ":" << count["light"];
 }
 
-// A combined group moves many tenants to the back of the ring in one transaction (reading the
-// back once): once 50 tenants of 20 items each are all in the ring (100 pops one at a time file
+// A combined group moves many tenants to the back of the ring in one transaction (without reading
+// the back): once 50 tenants of 20 items each are all in the ring (100 pops one at a time file
 // them, 16 per pop), 16 threads making 10 rounds of pops serve each tenant 10 times.
 TEST_P(FairQueueConcurrencyTest, CombinedPopsOfManyTenantsKeepThemRoundRobin) {
   constexpr int kManyTenants = 50;
@@ -190,6 +190,45 @@ TEST_P(FairQueueConcurrencyTest, CombinedPopsOfManyTenantsKeepThemRoundRobin) {
       count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   EXPECT_EQ(most->second - least->second, 0)
       << most->first << " " << most->second << ", " << least->first << " " << least->second;
+}
+
+// set_weight rewrites a filed tenant's ring entry while turns move it: each stays in the ring once,
+// with the weight last set, and every item is popped exactly once.
+TEST_P(FairQueueConcurrencyTest, WeightsSetWhilePoppingKeepOneRingEntryPerTenant) {
+  FairQueue fq = make();
+  const int per_tenant = items() / 2 / kTenants;
+  for (int t = 0; t < kTenants; ++t) push_many(fq, "t" + std::to_string(t), per_tenant);
+  std::atomic<int> popped{0};
+  std::mutex mu;
+  std::set<std::string> seen;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kThreads / 2; ++c) {
+    threads.emplace_back([&] {
+      while (popped.load() < kTenants * per_tenant / 2) {
+        std::optional<FairItem> item = fq.pop();
+        ASSERT_TRUE(item);
+        ++popped;
+        std::lock_guard<std::mutex> lock(mu);
+        EXPECT_TRUE(seen.insert(item->value).second) << item->value << " twice";
+      }
+    });
+  }
+  for (int i = 0; popped.load() < kTenants * per_tenant / 2; ++i) {
+    fq.set_weight("t" + std::to_string(i % kTenants), 1 + i % 3);
+  }
+  for (auto& t : threads) t.join();
+  const KeyRange ring = fq.subspace().range(Tuple().append("r"));
+  std::set<std::string> filed;
+  for (const KeyValue& kv :
+       db_->run([&](Transaction& tr) { return tr.get_range(ring.begin, ring.end); })) {
+    const std::string tenant = fq.subspace().unpack(kv.key).get_bytes(3).data;
+    EXPECT_TRUE(filed.insert(tenant).second) << tenant << " twice in the ring";
+    EXPECT_EQ(Tuple::unpack(kv.value).get_int(1), fq.weight(tenant)) << tenant;
+  }
+  while (std::optional<FairItem> item = fq.pop()) {
+    EXPECT_TRUE(seen.insert(item->value).second) << item->value << " twice";
+  }
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(kTenants * per_tenant));
 }
 
 TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {

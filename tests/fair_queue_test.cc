@@ -78,6 +78,57 @@ TEST_P(FairQueueTest, WeightsThreeToOneGiveThreeToOneWithinFivePercent) {
   EXPECT_NEAR(ratio, 3.0, 0.15) << count["heavy"] << ":" << count["light"];
 }
 
+// The tenants of the next `n` pops.
+std::string tenants_of_pops(FairQueue& fq, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    auto item = fq.pop();
+    out += item ? item->tenant : "-";
+  }
+  return out;
+}
+
+// A weight set while the tenant is in the ring (its ring entry carries the weight) gives it that
+// many turns from its next round on, and caps the turns left in its current round.
+TEST_P(FairQueueTest, AWeightSetWhileTheTenantIsInTheRingActsFromItsNextRound) {
+  FairQueue fq = make();
+  push_many(fq, "a", 20);
+  push_many(fq, "b", 20);
+  EXPECT_EQ(tenants_of_pops(fq, 1), "a");  // a, b filed; a moved behind b
+  fq.set_weight("a", 3);
+  EXPECT_EQ(tenants_of_pops(fq, 7), "babaaab") << "a's round in progress had 1 turn left";
+  EXPECT_EQ(tenants_of_pops(fq, 1), "a");  // 2 turns left in a's round
+  fq.set_weight("a", 1);
+  EXPECT_EQ(tenants_of_pops(fq, 5), "ababa") << "capped at 1 turn, then rounds of 1";
+  fq.set_weight("i", 2);  // not in the ring: the weight is copied in when i is filed
+  push_many(fq, "i", 4);
+  EXPECT_EQ(tenants_of_pops(fq, 5), "baiib");
+  EXPECT_EQ(fq.weight("a"), 1);
+  EXPECT_EQ(fq.weight("i"), 2);
+}
+
+// A ring entry of the layout before the weight moved into it, ("r", turn, tenant) = (credit,),
+// is served (its weight read from the weight key) and then moved in the current layout.
+TEST_P(FairQueueTest, ARingEntryOfTheEarlierLayoutIsServedAndMoved) {
+  FairQueue fq = make();
+  fq.set_weight("o", 2);
+  push_many(fq, "o", 10);
+  const Subspace& space = fq.subspace();
+  db_->run([&](Transaction& tr) {  // o filed as the earlier layout did, under turn 0
+    tr.set(space.pack(Tuple().append("r").append(0).append(Bytes("o"))), Tuple().append(1).pack());
+    tr.set(space.pack(Tuple().append("s").append(Bytes("o"))), "");
+  });
+  push_many(fq, "n", 10);
+  EXPECT_EQ(tenants_of_pops(fq, 6), "onoono") << "o: 1 turn left, then rounds of 2";
+  const KeyRange ring = space.range(Tuple().append("r"));
+  const std::vector<KeyValue> entries =
+      db_->run([&](Transaction& tr) { return tr.get_range(ring.begin, ring.end); });
+  ASSERT_EQ(entries.size(), 2U);
+  for (const KeyValue& kv : entries) {
+    EXPECT_EQ(space.unpack(kv.key).size(), 4U) << "(\"r\", version, seq, tenant)";
+  }
+}
+
 TEST_P(FairQueueTest, TakeSetsTheTenantAndAckNackExtendWorkAsOnQueue) {
   FairQueue fq = make();
   fq.push("t1", "x");

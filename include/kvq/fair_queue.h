@@ -132,8 +132,9 @@ class FairQueue {
   WallClock::time_point extend(Transaction& tr, const Lease& lease,
                                std::chrono::milliseconds visibility_timeout);
 
-  // Gives `tenant` `weight` (>= 1, else invalid_option_value) turns per round from its next turn
-  // on. Default weight: 1.
+  // Gives `tenant` `weight` (>= 1, else invalid_option_value) turns per round: from its next round
+  // on, and at most `weight` more in its current round. Default weight: 1. Cost: if the tenant is
+  // in the ring, a snapshot scan of the ring (O(tenants with ready items)).
   void set_weight(std::string_view tenant, std::int64_t weight);
   // The tenant's weight (1 unless set).
   std::int64_t weight(std::string_view tenant);

@@ -1,11 +1,18 @@
 #include "layers/fair/fair_index.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "layers/item_keys.h"
 
 namespace kvq::detail {
+namespace {
+
+// The seq of the next ring entry placed in this process (FairIndex::place).
+std::atomic<std::int64_t> next_seq{0};
+
+}  // namespace
 
 void FairIndex::wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
                      std::string_view id) const {
@@ -25,21 +32,27 @@ void FairIndex::file_due(Transaction& tr) const {
   for (const KeyValue& kv : tr.get_range(due.begin, due.end, first)) {
     tr.clear(kv.key);
     const std::string tenant = keys_.wake_tenant(kv.key);
-    if (tr.get(keys_.filed(tenant)).has_value()) continue;
-    const std::optional<RingEntry> back = last(tr);
-    file(tr, tenant, back ? back->turn : 0);
+    if (!tr.get(keys_.filed(tenant)).has_value()) file(tr, tenant);
   }
 }
 
 std::vector<RingEntry> FairIndex::window(Transaction& tr, int n) const {
-  const KeyRange ring = keys_.ring_range();
-  RangeOptions first;
-  first.limit = n;
   std::vector<RingEntry> out;
-  for (KeyValue& kv : tr.get_range(ring.begin, ring.end, first)) {
-    out.push_back(keys_.ring_entry(std::move(kv.key), kv.value));
-  }
+  for (KeyValue& kv : first(tr, n)) out.push_back(keys_.ring_entry(std::move(kv.key), kv.value));
   return out;
+}
+
+std::optional<FairIndex::Head> FairIndex::head(Transaction& tr) const {
+  std::vector<KeyValue> two = first(tr, 2);
+  if (two.empty()) return std::nullopt;
+  return Head{keys_.ring_entry(std::move(two[0].key), two[0].value), two.size() == 1};
+}
+
+std::vector<KeyValue> FairIndex::first(Transaction& tr, int n) const {
+  const KeyRange ring = keys_.ring_range();
+  RangeOptions limited;
+  limited.limit = n;
+  return tr.get_range(ring.begin, ring.end, limited);
 }
 
 void FairIndex::retire(Transaction& tr, const RingEntry& entry) const {
@@ -47,27 +60,18 @@ void FairIndex::retire(Transaction& tr, const RingEntry& entry) const {
   tr.clear(keys_.filed(entry.tenant));
 }
 
-void FairIndex::advance(Transaction& tr, const RingEntry& entry, std::int64_t served, bool alone,
-                        Back* back) const {
+void FairIndex::advance(Transaction& tr, const RingEntry& entry, std::int64_t served,
+                        bool alone) const {
+  // An entry of the earlier layout carries no weight: read it.
+  const std::int64_t w = entry.weight > 0 ? entry.weight : weight(tr, entry.tenant);
   if (entry.credit > served) {
-    tr.set(entry.key, pack_int(entry.credit - served));
-    return;
+    tr.set(entry.key, FairKeys::ring_value(entry.credit - served, w));
+  } else if (alone) {  // its next rounds start in place
+    tr.set(entry.key, FairKeys::ring_value(w - (served - entry.credit) % w, w));
+  } else {
+    tr.clear(entry.key);
+    place(tr, entry.tenant, w, w);
   }
-  Back read;
-  if (!back) back = &read;
-  if (!alone && !back->known) {
-    const std::optional<RingEntry> last_entry = last(tr);
-    *back = last_entry ? Back{true, last_entry->turn, last_entry->key} : Back{true, 0, {}};
-  }
-  if (alone || back->key == entry.key) {  // its next rounds start in place
-    const std::int64_t w = weight(tr, entry.tenant);
-    tr.set(entry.key, pack_int(w - (served - entry.credit) % w));
-    return;
-  }
-  tr.clear(entry.key);
-  const std::int64_t after = std::max(entry.turn, back->turn);
-  back->key = place(tr, entry.tenant, after);
-  back->turn = after + 1;
 }
 
 std::int64_t FairIndex::weight(Transaction& tr, std::string_view tenant, bool snapshot) const {
@@ -75,26 +79,35 @@ std::int64_t FairIndex::weight(Transaction& tr, std::string_view tenant, bool sn
   return w ? unpack_int(*w) : 1;
 }
 
-std::optional<RingEntry> FairIndex::last(Transaction& tr) const {
+void FairIndex::set_weight(Transaction& tr, std::string_view tenant, std::int64_t w) const {
+  if (w == 1) {
+    tr.clear(keys_.weight(tenant));
+  } else {
+    tr.set(keys_.weight(tenant), pack_int(w));
+  }
+  if (!tr.get(keys_.filed(tenant)).has_value()) return;  // filing reads the weight key
   const KeyRange ring = keys_.ring_range();
-  RangeOptions last;
-  last.limit = 1;
-  last.reverse = true;
-  last.snapshot = true;
-  auto kv = tr.get_range(ring.begin, ring.end, last);
-  if (kv.empty()) return std::nullopt;
-  return keys_.ring_entry(std::move(kv[0].key), kv[0].value);
+  RangeOptions all;
+  all.snapshot = true;
+  for (KeyValue& kv : tr.get_range(ring.begin, ring.end, all)) {
+    const RingEntry entry = keys_.ring_entry(std::move(kv.key), kv.value);
+    if (entry.tenant != tenant) continue;
+    tr.add_read_conflict_key(entry.key);  // a turn moving it meanwhile makes one of us retry
+    tr.set(entry.key, FairKeys::ring_value(std::min(entry.credit, w), w));
+    return;
+  }
 }
 
-void FairIndex::file(Transaction& tr, std::string_view tenant, std::int64_t after) const {
-  place(tr, tenant, after);
+void FairIndex::file(Transaction& tr, std::string_view tenant) const {
+  const std::int64_t w = weight(tr, tenant, /*snapshot=*/false);
+  place(tr, tenant, w, w);
   tr.set(keys_.filed(tenant), "");
 }
 
-std::string FairIndex::place(Transaction& tr, std::string_view tenant, std::int64_t after) const {
-  std::string key = keys_.ring(after + 1, tenant);
-  tr.set(key, pack_int(weight(tr, tenant)));
-  return key;
+void FairIndex::place(Transaction& tr, std::string_view tenant, std::int64_t credit,
+                      std::int64_t weight) const {
+  const std::int64_t seq = next_seq.fetch_add(1, std::memory_order_relaxed);
+  tr.set(keys_.ring(tr.get_read_version(), seq, tenant), FairKeys::ring_value(credit, weight));
 }
 
 }  // namespace kvq::detail

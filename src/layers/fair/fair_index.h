@@ -43,35 +43,42 @@ class FairIndex {
   // turn conflict; on the whole ring if it holds fewer: then no tenant can be filed meanwhile
   // without a conflict, and one entry read when more were asked for is alone in the ring).
   std::vector<RingEntry> window(Transaction& tr, int n) const;
+  // The ring's head, read as window(tr, 2) reads it (decoding only the head), and whether it is
+  // alone in the ring; nullopt if the ring is empty.
+  struct Head {
+    RingEntry entry;
+    bool alone = false;
+  };
+  std::optional<Head> head(Transaction& tr) const;
   // Takes `entry`'s tenant out of the ring.
   void retire(Transaction& tr, const RingEntry& entry) const;
-  // The ring's back as one pass over the ring last saw it: read once, then the entries the pass
-  // moved there (a pass that advances many tenants in one transaction reads the back once).
-  struct Back {
-    bool known = false;
-    std::int64_t turn = 0;  // 0: the ring was empty
-    std::string key;
-  };
   // `entry`'s tenant was served `served` (>= 1) times in a row: it keeps the turn while it has
   // credit left, else it goes to the back of the ring with its weight as credit (its `filed` key
-  // stays). More than its credit only if it is alone in the ring: it keeps its key, and its credit
-  // is what that many single turns would leave (a new round of `weight` turns whenever one runs
-  // out). `alone`: the caller read the whole ring and found only `entry` (saves reading its back).
-  // `back`: the pass's Back (null: read the back if needed); only this pass may have changed the
-  // ring in `tr` since it was filled (an entry it retired meanwhile may stay in it: an entry
-  // placed after it is still after every other).
-  void advance(Transaction& tr, const RingEntry& entry, std::int64_t served, bool alone,
-               Back* back = nullptr) const;
-  // The tenant's weight (snapshot read; 1 unless set).
+  // stays; no read: see place()). More than its credit only if it is alone in the ring: it keeps
+  // its key, and its credit is what that many single turns would leave (a new round of `weight`
+  // turns whenever one runs out). `alone`: the caller read the whole ring and found only `entry`.
+  void advance(Transaction& tr, const RingEntry& entry, std::int64_t served, bool alone) const;
+  // The tenant's weight (1 unless set), from its weight key.
   std::int64_t weight(Transaction& tr, std::string_view tenant, bool snapshot = true) const;
+  // Sets the tenant's weight key (cleared for 1) and, if the tenant is filed, its ring entry's
+  // weight, capping the credit left in its current round at `w`: the next round has `w` turns.
+  // Finding the entry is a snapshot scan of the ring (O(tenants filed); the entry and the `filed`
+  // key are read with a conflict, so a turn moving the entry or filing the tenant meanwhile
+  // makes one of the two retry).
+  void set_weight(Transaction& tr, std::string_view tenant, std::int64_t w) const;
 
  private:
-  // The ring's last entry (a snapshot read); nullopt if no tenant is filed.
-  std::optional<RingEntry> last(Transaction& tr) const;
-  // Files `tenant` in the ring at turn `after` + 1, with its weight as credit, and marks it filed.
-  void file(Transaction& tr, std::string_view tenant, std::int64_t after) const;
-  // Writes `tenant`'s ring entry at turn `after` + 1, with its weight as credit; returns its key.
-  std::string place(Transaction& tr, std::string_view tenant, std::int64_t after) const;
+  // The keys and values of the ring's first `n` entries, read with a read conflict.
+  std::vector<KeyValue> first(Transaction& tr, int n) const;
+  // Files `tenant` at the back of the ring with its weight (read with a conflict, against
+  // set_weight) as credit, and marks it filed.
+  void file(Transaction& tr, std::string_view tenant) const;
+  // Writes `tenant`'s ring entry at the back of the ring: ("r", read version, seq, tenant), seq
+  // from a process-wide counter: after every entry the transaction can see (each was placed by a
+  // transaction whose read version is below its commit version, so below this read version) and
+  // after the entries it placed before; no read of the ring's back.
+  void place(Transaction& tr, std::string_view tenant, std::int64_t credit,
+             std::int64_t weight) const;
 
   const FairKeys& keys_;
 };

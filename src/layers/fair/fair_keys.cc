@@ -29,13 +29,21 @@ Subspace FairKeys::tenant_items(std::string_view tenant) const {
   return space_.subspace(with_tenant("q", tenant));
 }
 
-std::string FairKeys::ring(std::int64_t turn, std::string_view tenant) const {
-  return space_.pack(Tuple().append("r").append(turn).append(Bytes(tenant)));
+std::string FairKeys::ring(std::int64_t version, std::int64_t seq, std::string_view tenant) const {
+  return space_.pack(Tuple().append("r").append(version).append(seq).append(Bytes(tenant)));
 }
 
 RingEntry FairKeys::ring_entry(std::string key, std::string_view value) const {
-  const Tuple t = space_.unpack(key);
-  return RingEntry{std::move(key), t.get_int(1), t.get_bytes(2).data, unpack_int(value)};
+  const Tuple k = space_.unpack(key);
+  const Tuple v = Tuple::unpack(value);
+  if (k.size() == 3) {  // the earlier layout: ("r", turn, tenant) = (credit)
+    return RingEntry{std::move(key), k.get_bytes(2).data, v.get_int(0), 0};
+  }
+  return RingEntry{std::move(key), k.get_bytes(3).data, v.get_int(0), v.get_int(1)};
+}
+
+std::string FairKeys::ring_value(std::int64_t credit, std::int64_t weight) {
+  return Tuple().append(credit).append(weight).pack();
 }
 
 std::string FairKeys::filed(std::string_view tenant) const {

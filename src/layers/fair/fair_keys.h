@@ -1,13 +1,17 @@
 // Internal: the key layout of a FairQueue (docs/queues.md, "Fair queues"). After the fair queue's
 // subspace prefix:
 //   ("q", tenant, ...)              the tenant's items: a kvq::Queue layout of its own
-//   ("r", turn, tenant)   = (credit)  the ring: tenants with ready items, in turn order; credit =
-//                                     turns left in this round (its weight when filed)
+//   ("r", version, seq, tenant) = (credit, weight)
+//                                     the ring: tenants with ready items, in turn order (version:
+//                                     the read version of the transaction that placed the entry,
+//                                     seq: its order among that transaction's entries); credit =
+//                                     turns left in this round, weight = turns per round
 //   ("s", tenant)         = ""        the tenant is filed in the ring (under some turn)
 //   ("w", due_us, tenant, id) = ""    wake-ups: the tenant may have ready items from due_us on
 //                                     (id: "" for pushes, so they collapse; a lease token else)
 //   ("t", tenant)         = ""        every tenant ever pushed to (stats)
-//   ("wt", tenant)        = (weight)  a weight other than 1
+//   ("wt", tenant)        = (weight)  a weight other than 1 (copied into the ring entry when the
+//                                     tenant is filed, and by set_weight if it is filed)
 //   ("c",)                = int64     bumped by every push, nack and ack (what waits watch)
 //   ("n",)                = int64     ready items over all tenants: every change of a tenant's
 //                                     size counter adds to it in the same transaction (size())
@@ -27,9 +31,10 @@ namespace kvq::detail {
 // One ring entry, decoded.
 struct RingEntry {
   std::string key;
-  std::int64_t turn = 0;
   std::string tenant;
   std::int64_t credit = 1;
+  // 0 for an entry of the earlier layout ("r", turn, tenant) = (credit): read the weight key.
+  std::int64_t weight = 1;
 };
 
 class FairKeys {
@@ -40,10 +45,13 @@ class FairKeys {
   static void check_tenant(std::string_view tenant);
 
   Subspace tenant_items(std::string_view tenant) const;
-  std::string ring(std::int64_t turn, std::string_view tenant) const;
+  // The ring key of `tenant` placed `seq`-th by a transaction reading at `version`.
+  std::string ring(std::int64_t version, std::int64_t seq, std::string_view tenant) const;
   KeyRange ring_range() const { return space_.range(Tuple().append("r")); }
-  // Decodes a key and value of ring_range().
+  // Decodes a key and value of ring_range() (also of the earlier layout, see RingEntry::weight).
   RingEntry ring_entry(std::string key, std::string_view value) const;
+  // The value of a ring entry.
+  static std::string ring_value(std::int64_t credit, std::int64_t weight);
   std::string filed(std::string_view tenant) const;
   std::string wake(std::int64_t due_us, std::string_view tenant, std::string_view id) const;
   // The wake-ups due before `now_us`: [("w"), ("w", now_us)).

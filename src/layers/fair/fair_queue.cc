@@ -132,13 +132,7 @@ WallClock::time_point FairQueue::extend(Transaction& tr, const Lease& lease, mil
 void FairQueue::set_weight(std::string_view tenant, std::int64_t weight) {
   FairKeys::check_tenant(tenant);
   if (weight < 1) throw Error(ErrorCode::kInvalidOptionValue, "fair queue: weight must be >= 1");
-  state_->db().run([&](Transaction& tr) {
-    if (weight == 1) {
-      tr.clear(state_->keys().weight(tenant));
-    } else {
-      tr.set(state_->keys().weight(tenant), detail::pack_int(weight));
-    }
-  });
+  state_->db().run([&](Transaction& tr) { state_->index().set_weight(tr, tenant, weight); });
 }
 
 std::int64_t FairQueue::weight(std::string_view tenant) {

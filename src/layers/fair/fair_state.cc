@@ -99,15 +99,14 @@ template <typename T>
 FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, int max_retired) {
   index_.file_due(tr);
   for (int retired = 0; retired < max_retired; ++retired) {
-    // The head and whether another tenant follows it (if not, re-filing need not read the back).
-    const std::vector<RingEntry> first = index_.window(tr, 2);
-    if (first.empty()) return {};
-    const RingEntry& head = first[0];
-    if (std::optional<T> v = serve_one(head.tenant, tr)) {
-      index_.advance(tr, head, 1, /*alone=*/first.size() == 1);
+    // The head and whether another tenant follows it (if not, it stays in place).
+    const std::optional<FairIndex::Head> head = index_.head(tr);
+    if (!head) return {};
+    if (std::optional<T> v = serve_one(head->entry.tenant, tr)) {
+      index_.advance(tr, head->entry, 1, head->alone);
       return {true, std::move(v)};
     }
-    index_.retire(tr, head);
+    index_.retire(tr, head->entry);
   }
   return {false, std::nullopt};
 }
@@ -194,7 +193,6 @@ std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, s
   TransactionUsage before = tr.usage();
   std::size_t turn_ops = 0, turn_bytes = 0;  // the most one tenant's turns cost so far
   int retired = 0;
-  FairIndex::Back back;  // read once for the pass
   while (out.size() < n) {
     const std::size_t wanted = n - out.size();
     const std::vector<RingEntry> ring = index_.window(tr, static_cast<int>(wanted));
@@ -215,7 +213,7 @@ std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, s
         if (++retired == kRetirePerTransaction) return out;  // commit that, go on
         continue;
       }
-      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone, &back);
+      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone);
       for (std::string& v : got) out.push_back(FairItem{entry.tenant, std::move(v)});
       const TransactionUsage now = tr.usage();
       turn_ops = std::max(turn_ops, now.operations - before.operations);

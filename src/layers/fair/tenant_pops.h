@@ -8,12 +8,13 @@
 #define KVQ_SRC_LAYERS_FAIR_TENANT_POPS_H_
 
 #include <cstddef>
-#include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "kvq/database.h"
@@ -49,7 +50,14 @@ class TenantPops {
 
   const FairKeys& keys_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const Keys>, std::less<>> kept_;
+  // Hashes a tenant given as a string or a string_view (lookups by string_view copy nothing).
+  struct TenantHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view tenant) const noexcept {
+      return std::hash<std::string_view>{}(tenant);
+    }
+  };
+  std::unordered_map<std::string, std::shared_ptr<const Keys>, TenantHash, std::equal_to<>> kept_;
 };
 
 }  // namespace kvq::detail
