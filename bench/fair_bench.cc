@@ -1,14 +1,15 @@
 // FairQueue pop throughput against Queue's (issue 15): 1 and 32 clients popping, plain, Queue in
 // high-contention mode, and both with flat combining (-comb), with 1 tenant and with 10,000 tenants
 // (the FairQueue's items spread evenly over them; a Queue has no tenants, so its row is the same
-// workload without them). Each measurement runs on a fresh memory: database prefilled with more
-// items than the pops can take, then 1,000 pops of warm-up.
+// workload without them). Each measurement runs on a fresh memory: database prefilled with
+// 400,000 items, then 1,000 pops of warm-up; a run that drains them is timed to its last pop.
 //   fair_bench [seconds per measurement, default 1] [URL, default memory:] [structure [tenants
 //   [clients]]]  (the last three: run only the matching rows, e.g. to profile one of them)
 // Prints one row per measurement: structure, mode, tenants, clients, pops/s, retries per pop, and
 // CPU µs per pop (the whole process's CPU time while the clients popped, over the pops).
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -24,7 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kItems = 200'000;
+constexpr int kItems = 400'000;
 constexpr int kPerTransaction = 500;
 constexpr int kWarmUpPops = 1000;
 
@@ -57,22 +58,32 @@ struct Measured {
   double cpu_seconds = 0;
 };
 
-// Pops/s of `clients` threads running `pop` for `seconds`, and the CPU time they took.
+// Pops/s of `clients` threads running `pop` for `seconds` (or until the structure is drained: the
+// rate is over the time until the last thread stopped, so a drained run is not diluted by the idle
+// rest), and the CPU time they took.
 Measured measure(const PopFn& pop, int clients, double seconds) {
   std::atomic<bool> stop{false};
   std::atomic<std::int64_t> ops{0};
+  std::atomic<int> running{clients};
+  std::vector<Clock::time_point> ends(static_cast<std::size_t>(clients));
   std::vector<std::thread> threads;
   const auto start = Clock::now();
   const double cpu_start = process_cpu_seconds();
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&] {
+  for (std::size_t c = 0; c < ends.size(); ++c) {
+    threads.emplace_back([&, c] {
       while (!stop.load() && pop()) ++ops;
+      ends[c] = Clock::now();
+      --running;
     });
   }
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const auto deadline = start + std::chrono::duration<double>(seconds);
+  while (Clock::now() < deadline && running.load() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   stop = true;
   for (auto& t : threads) t.join();
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto last = *std::max_element(ends.begin(), ends.end());
+  const double elapsed = std::chrono::duration<double>(last - start).count();
   return {static_cast<double>(ops.load()) / elapsed, ops.load(), process_cpu_seconds() - cpu_start};
 }
 
