@@ -2,10 +2,11 @@
 // LevelDB's DBImpl::Write). Threads that submit requests to one Combiner at once queue up; the
 // thread at the front leads: it takes the requests queued at that moment (up to a count and a
 // weight), serves them all with one call of its serve function (one transaction, for the queue
-// layers), marks each done, wakes their threads and the next leader, and returns. A follower only
-// waits on its own semaphore, posted once (served, or made the leader) after the leader has let go
-// of the queue's lock, so a woken follower never blocks again on that lock: no extra thread, no
-// polling, one wake-up per request.
+// layers), marks each done and wakes their threads; then it serves the groups that queued
+// meanwhile the same way, until its turn ends (GroupLimits), wakes the next leader and returns. A
+// follower only waits on its own wake-up, posted once (served, or made the leader) after the
+// leader has let go of the queue's lock, so a woken follower never blocks again on that lock: no
+// extra thread, no polling, one wake-up per request.
 //
 // Requests are served in the order they were submitted. If serve throws, every request of its
 // group gets that exception (the group is one transaction: it took effect for all or none).
