@@ -22,6 +22,12 @@ using testing::LayerTest;
 class HighContentionTest : public LayerTest {
  protected:
   Subspace control() const { return space_.subspace(Tuple().append("kvq")); }
+  // A Queue over the test's subspace with high-contention pops and otherwise default options.
+  Queue hc_queue() const {
+    QueueOptions o;
+    o.high_contention = true;
+    return Queue(db_, space_, o);
+  }
   std::string slot_key(const std::string& id) const {
     return control().pack(Tuple().append("slot").append(Bytes(id)));
   }
@@ -107,9 +113,7 @@ class HighContentionTest : public LayerTest {
 };
 
 TEST_P(HighContentionTest, TimedOutPopLeavesItemInQueueAndWithdrawsItsRequest) {
-  QueueOptions o;
-  o.high_contention = true;
-  Queue q(db_, space_, o);
+  Queue q = hc_queue();
   q.push("item");
   add_phantom_request(std::string(20, 'P'));
   hold_lease(std::chrono::minutes(1));
@@ -132,9 +136,7 @@ TEST_P(HighContentionTest, TimedOutPopLeavesItemInQueueAndWithdrawsItsRequest) {
 }
 
 TEST_P(HighContentionTest, NewPopDoesNotOvertakeWaitingRequest) {
-  QueueOptions o;
-  o.high_contention = true;
-  Queue q(db_, space_, o);
+  Queue q = hc_queue();
   q.push("first");
   const std::string phantom(20, 'P');
   add_phantom_request(phantom);
@@ -177,9 +179,7 @@ TEST_P(HighContentionTest, WaiterTakesOverFromVanishedFulfillerAfterLease) {
 }
 
 TEST_P(HighContentionTest, ClearAnswersWaitingRequestsWithEmpty) {
-  QueueOptions o;
-  o.high_contention = true;
-  Queue q(db_, space_, o);
+  Queue q = hc_queue();
   q.push("x");
   const std::string phantom(20, 'P');
   add_phantom_request(phantom);
@@ -193,9 +193,7 @@ TEST_P(HighContentionTest, ClearAnswersWaitingRequestsWithEmpty) {
 // etcd's --max-txn-ops (about 5 compares per request): every pop failed. Batches now stop at the
 // engine's limits; every request is served, in order.
 TEST_P(HighContentionTest, ManyWaitingRequestsAreServedInOrderWithinTheEngineLimits) {
-  QueueOptions o;
-  o.high_contention = true;
-  Queue q(db_, space_, o);
+  Queue q = hc_queue();
   auto ids = add_phantoms(160);
   for (int i = 0; i < 161; ++i) q.push("item-" + std::to_string(i));
   EXPECT_EQ(q.pop(), "item-160");  // behind every phantom
@@ -228,9 +226,7 @@ TEST_P(HighContentionTest, RequestsForLargeItemsAreServedWithinTheByteLimit) {
 // A combined group of pops stages as one request for several items: the fulfiller answers it with
 // the next items, in order, in one slot.
 TEST_P(HighContentionTest, GroupRequestGetsTheNextItemsInOrder) {
-  QueueOptions o;
-  o.high_contention = true;
-  Queue q(db_, space_, o);
+  Queue q = hc_queue();
   for (int i = 0; i < 5; ++i) q.push("item-" + std::to_string(i));
   const std::string group(20, 'G');
   add_phantom_request(group, /*side=*/0, /*count=*/3);
@@ -243,9 +239,7 @@ TEST_P(HighContentionTest, GroupRequestGetsTheNextItemsInOrder) {
 // Group requests whose items outgrow one transaction of the engine (etcd's --max-txn-ops) get
 // fewer items, at least one each, in request order; every item goes to exactly one request.
 TEST_P(HighContentionTest, GroupRequestsAreCutToTheEngineLimitsInOrder) {
-  QueueOptions o;
-  o.high_contention = true;
-  Queue q(db_, space_, o);
+  Queue q = hc_queue();
   constexpr int kItems = 241;
   auto ids = add_phantoms(6, /*side=*/0, /*count=*/40);
   for (int i = 0; i < kItems; ++i) q.push("item-" + std::to_string(i));
@@ -264,9 +258,7 @@ TEST_P(HighContentionTest, GroupRequestsAreCutToTheEngineLimitsInOrder) {
 
 // A slot holds at most one value's bytes (100,000): a group request for big items gets what fits.
 TEST_P(HighContentionTest, GroupRequestForBigItemsGetsWhatFitsInOneSlot) {
-  QueueOptions o;
-  o.high_contention = true;
-  Queue q(db_, space_, o);
+  Queue q = hc_queue();
   for (char c : {'a', 'b', 'c'}) q.push(std::string(60'000, c));
   const std::string group(20, 'G');
   add_phantom_request(group, /*side=*/0, /*count=*/3);
