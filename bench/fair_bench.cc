@@ -1,10 +1,13 @@
 // FairQueue pop throughput against Queue's (issue 15): 1 and 32 clients popping, plain, Queue in
 // high-contention mode, and both with flat combining (-comb), with 1 tenant and with 10,000 tenants
 // (the FairQueue's items spread evenly over them; a Queue has no tenants, so its row is the same
-// workload without them). Each measurement runs on a fresh memory: database prefilled with
+// workload without them), and queues-rr: 10,000 plain Queues holding the same items, popped in
+// turn (a fair pop's least work: one tenant's items per pop, 10,000 places apart in the store,
+// with no ring to keep). Each measurement runs on a fresh memory: database prefilled with
 // 400,000 items, then 1,000 pops of warm-up; a run that drains them is timed to its last pop.
 //   fair_bench [seconds per measurement, default 1] [URL, default memory:] [structure [tenants
-//   [clients]]]  (the last three: run only the matching rows, e.g. to profile one of them)
+//   [clients]]]  (the last three: run only the matching rows, e.g. to profile one of them; a
+//   tenant count other than 1 and 10,000 runs the FairQueue rows with that many tenants)
 // Prints one row per measurement: structure, mode, tenants, clients, pops/s, retries per pop, and
 // CPU µs per pop (the whole process's CPU time while the clients popped, over the pops).
 #include <time.h>
@@ -32,15 +35,14 @@ constexpr int kWarmUpPops = 1000;
 // A pop of one structure, returning false when it found nothing.
 using PopFn = std::function<bool()>;
 
-// Prefills `kItems` items spread over `tenants` tenants (a Queue: all in one queue).
-void prefill(kvq::Database& db, kvq::Queue* q, kvq::FairQueue* fq, int tenants) {
+// Where a pushed item goes: the i-th item of the prefill, its value, the transaction.
+using PushFn = std::function<void(kvq::Transaction&, int, const std::string&)>;
+
+// Prefills `kItems` items.
+void prefill(kvq::Database& db, const PushFn& push) {
   for (int done = 0; done < kItems; done += kPerTransaction) {
     db.run([&](kvq::Transaction& tr) {
-      for (int i = done; i < done + kPerTransaction; ++i) {
-        const std::string value = "item-" + std::to_string(i);
-        if (q) q->push(tr, value);
-        if (fq) fq->push(tr, "tenant-" + std::to_string(i % tenants), value);
-      }
+      for (int i = done; i < done + kPerTransaction; ++i) push(tr, i, "item-" + std::to_string(i));
     });
   }
 }
@@ -87,6 +89,32 @@ Measured measure(const PopFn& pop, int clients, double seconds) {
   return {static_cast<double>(ops.load()) / elapsed, ops.load(), process_cpu_seconds() - cpu_start};
 }
 
+// One of the structures a row measures, prefilled, with its pop.
+struct Structure {
+  PushFn push;
+  PopFn pop;
+};
+
+// `tenants` plain Queues popped in turn by a shared counter (queues-rr: the least a fair pop has
+// to touch, one tenant's items per pop, with no ring to keep; it skips empty queues but has no
+// index of the non-empty ones, so it is a bound, not a FairQueue).
+Structure round_robin(std::shared_ptr<kvq::Database> db, const kvq::Subspace& space,
+                               int tenants) {
+  auto queues = std::make_shared<std::vector<kvq::Queue>>();
+  for (int t = 0; t < tenants; ++t) queues->emplace_back(db, space.subspace(kvq::Tuple().append(t)));
+  auto turn = std::make_shared<std::atomic<std::uint64_t>>(0);
+  const auto n = static_cast<std::uint64_t>(tenants);
+  return {[queues, tenants](kvq::Transaction& tr, int i, const std::string& value) {
+            (*queues)[static_cast<std::size_t>(i % tenants)].push(tr, value);
+          },
+          [queues, turn, n] {
+            for (std::uint64_t tried = 0; tried < n; ++tried) {
+              if ((*queues)[turn->fetch_add(1) % n].pop()) return true;
+            }
+            return false;
+          }};
+}
+
 void row(const std::string& url, const std::string& kind, int tenants, int clients,
          double seconds) {
   auto db = kvq::open(url);
@@ -99,17 +127,29 @@ void row(const std::string& url, const std::string& kind, int tenants, int clien
   fo.combine = kind == "fair-comb";
   kvq::FairQueue fq(db, space, fo);
   const bool fair = kind.starts_with("fair");
-  prefill(*db, fair ? nullptr : &q, fair ? &fq : nullptr, tenants);
+  const bool has_tenants = fair || kind == "queues-rr";
+  Structure s;
+  if (kind == "queues-rr") {
+    s = round_robin(db, space, tenants);
+  } else if (fair) {
+    s = {[&](kvq::Transaction& tr, int i, const std::string& value) {
+           fq.push(tr, "tenant-" + std::to_string(i % tenants), value);
+         },
+         [&] { return fq.pop().has_value(); }};
+  } else {
+    s = {[&](kvq::Transaction& tr, int, const std::string& value) { q.push(tr, value); },
+         [&] { return q.pop().has_value(); }};
+  }
+  prefill(*db, s.push);
   // Warm-up: the first pops of a FairQueue file the tenants the prefill woke (16 per pop); measure
   // the steady state after them.
-  for (int i = 0; i < kWarmUpPops; ++i) fair ? (void)fq.pop() : (void)q.pop();
+  for (int i = 0; i < kWarmUpPops; ++i) s.pop();
   const auto before = db->stats().retries;
-  const PopFn pop = fair ? PopFn([&] { return fq.pop().has_value(); })
-                         : PopFn([&] { return q.pop().has_value(); });
-  const Measured m = measure(pop, clients, seconds);
+  const Measured m = measure(s.pop, clients, seconds);
   const double pops = static_cast<double>(m.pops);
-  std::printf("%-9s %8d %8d %12.0f %10.3f %10.2f\n", kind.c_str(), fair ? tenants : 0, clients,
-              m.rate, pops > 0 ? static_cast<double>(db->stats().retries - before) / pops : 0.0,
+  std::printf("%-9s %8d %8d %12.0f %10.3f %10.2f\n", kind.c_str(), has_tenants ? tenants : 0,
+              clients, m.rate,
+              pops > 0 ? static_cast<double>(db->stats().retries - before) / pops : 0.0,
               pops > 0 ? m.cpu_seconds * 1e6 / pops : 0.0);
   std::fflush(stdout);
 }
@@ -124,7 +164,7 @@ int main(int argc, char** argv) {
   const int only_clients = argc > 5 ? std::stoi(argv[5]) : 0;
   const auto selected = [&](const std::string& kind, int tenants, int clients) {
     return (only_kind.empty() || kind == only_kind) &&
-           (only_tenants == 0 || tenants == only_tenants) &&
+           (only_tenants == 0 || tenants == only_tenants || kind.starts_with("queue-")) &&
            (only_clients == 0 || clients == only_clients);
   };
   std::printf("%-9s %8s %8s %12s %10s %10s\n", "structure", "tenants", "clients", "pops/s",
@@ -133,8 +173,12 @@ int main(int argc, char** argv) {
     for (const char* kind : {"queue", "queue-hc", "queue-comb"}) {
       if (selected(kind, 1, clients)) row(url, kind, 1, clients, seconds);
     }
-    for (const char* kind : {"fair", "fair-comb"}) {
-      for (int tenants : {1, 10'000}) {
+    for (const char* kind : {"queues-rr", "fair", "fair-comb"}) {
+      // A tenant count given on the command line replaces the two the table compares.
+      const std::vector<int> tenant_counts =
+          only_tenants > 1 ? std::vector<int>{only_tenants} : std::vector<int>{1, 10'000};
+      for (int tenants : tenant_counts) {
+        if (tenants == 1 && std::string_view(kind) == "queues-rr") continue;  // that is `queue`
         if (selected(kind, tenants, clients)) row(url, kind, tenants, clients, seconds);
       }
     }

@@ -200,6 +200,14 @@ run_fair() {
         "$(fair_rate fair-comb "$tenants" "$clients")" "$(fair_rate queue-comb 0 "$clients")" 0.7
     done
   done
+  # Context, no goal: 10,000 tenants against 10,000 plain Queues popped in turn (queues-rr), which
+  # touch as many places in the store per pop as a fair pop must.
+  local rr fair
+  rr=$(fair_rate queues-rr 10000 1)
+  fair=$(fair_rate fair 10000 1)
+  echo "| FairQueue / 10,000 Queues popped in turn, 10,000 tenants, 1 client (context) |" \
+    "$(awk -v n="$fair" -v d="$rr" 'BEGIN { printf "%.2f", (d > 0 ? n / d : 0) }') | – | – |" \
+    >>"$summary"
 }
 
 run_peers() {

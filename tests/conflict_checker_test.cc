@@ -154,7 +154,10 @@ TEST(ConflictChecker, QueuePopCheckStaysCheapWhileAnOldReaderHoldsTheFloor) {
   EXPECT_EQ(one(c, {v - 1, {{"q/", item(kSteps / 2)}}, {}}, v + 2), Outcome::kCommitted);
 }
 
-TEST(ConflictChecker, AgreesWithBruteForceOnRandomBatches) {
+// Random batches checked against a brute-force list of every committed write, with the floor
+// `floor_lag` versions behind: a short lag keeps the checked writes among the newest ones (scanned,
+// never folded into the step function), a long one folds most of them.
+void agrees_with_brute_force(Version floor_lag) {
   std::mt19937 rng(42);
   auto rand_key = [&] {
     std::string s(1 + rng() % 2, 'a');
@@ -177,11 +180,14 @@ TEST(ConflictChecker, AgreesWithBruteForceOnRandomBatches) {
   int conflicts = 0, commits = 0;
   for (int round = 0; round < 3000; ++round) {
     v += 1 + rng() % 3;
-    const Version floor = std::max<Version>(0, v - 20);
+    const Version floor = std::max<Version>(0, v - floor_lag);
     c.set_floor(floor);
     std::vector<Tx> batch(1 + rng() % 4);
     for (Tx& t : batch) {
-      t.read_version = rng() % 5 == 0 ? -1 : std::max<Version>(floor, v - 1 - rng() % 25);
+      t.read_version = rng() % 5 == 0
+                           ? -1
+                           : std::max<Version>(floor, v - 1 - static_cast<Version>(
+                                                                  rng() % (floor_lag + 5)));
       for (unsigned n = rng() % 3; n > 0; --n) t.reads.push_back(rand_range());
       for (unsigned n = rng() % 3; n > 0; --n) t.writes.push_back(rand_range());
     }
@@ -211,7 +217,17 @@ TEST(ConflictChecker, AgreesWithBruteForceOnRandomBatches) {
   }
   EXPECT_GT(conflicts, 100);
   EXPECT_GT(commits, 100);
-  EXPECT_LT(c.history_size(), 400u);
+  EXPECT_LT(c.history_size(), 400u + 20u * static_cast<std::size_t>(floor_lag));
+}
+
+TEST(ConflictChecker, AgreesWithBruteForceOnRandomBatches) { agrees_with_brute_force(20); }
+
+TEST(ConflictChecker, AgreesWithBruteForceWhenFewWritesWaitToBeFolded) {
+  agrees_with_brute_force(2);
+}
+
+TEST(ConflictChecker, AgreesWithBruteForceWhenMostWritesAreFolded) {
+  agrees_with_brute_force(300);
 }
 
 }  // namespace

@@ -50,9 +50,12 @@ class MemoryStore::RangeScan {
       : store_(store), version_(version), begin_(begin), end_(end), max_(max), out_(out) {}
 
   void forward() {
+    // The end is compared at each key, not found by a second descent: most reads stop at the
+    // first key (a limit of 1 at a queue's front).
+    const auto last = store_.data_.end();
     auto it = store_.data_.lower_bound(begin_);
-    const auto hi = store_.data_.lower_bound(end_);
-    while (it != hi && out_->size() < max_) {
+    const auto before_end = [&](auto at) { return at != last && std::string_view(at->first) < end_; };
+    while (before_end(it) && out_->size() < max_) {
       const Entry* e = visible(it->second, version_);
       if (e != nullptr && e->value) {
         stop_learning(begin_, it->first);
@@ -65,18 +68,21 @@ class MemoryStore::RangeScan {
       if (!hit) {
         ++it;
       } else if (std::string_view(hit->end) >= end_) {
-        it = hi;
+        it = last;
       } else {
         it = store_.data_.lower_bound(hit->end);
       }
     }
-    stop_learning(begin_, it == hi ? end_ : std::string_view(it->first));
+    stop_learning(begin_, before_end(it) ? std::string_view(it->first) : end_);
   }
 
   void backward() {
     auto it = store_.data_.lower_bound(end_);  // one past the next key to look at
-    const auto lo = store_.data_.lower_bound(begin_);
-    while (it != lo && out_->size() < max_) {
+    const auto first = store_.data_.begin();
+    const auto after_begin = [&](auto at) {
+      return at != first && std::string_view(std::prev(at)->first) >= begin_;
+    };
+    while (after_begin(it) && out_->size() < max_) {
       auto cur = std::prev(it);
       const Entry* e = visible(cur->second, version_);
       if (e != nullptr && e->value) {
@@ -90,7 +96,7 @@ class MemoryStore::RangeScan {
       if (!hit) {
         it = cur;
       } else if (std::string_view(hit->begin) <= begin_) {
-        it = lo;
+        it = first;
       } else {
         it = store_.data_.lower_bound(hit->begin);
       }

@@ -35,10 +35,11 @@ std::vector<ConflictChecker::Outcome> ConflictChecker::resolve(
     // because `version` is above all of their read versions.
     if (tr.write_ranges != nullptr) {
       for (const engine::KeyRange& w : *tr.write_ranges) {
-        if (w.begin < w.end) record(w.begin, w.end, version);
+        if (w.begin < w.end) recorded_.push_back({version, w.begin, w.end});
       }
     }
   }
+  if (recorded_.size() - folded_ > kMaxUnfolded) fold(recorded_.size() - kMaxUnfolded / 2);
   return out;
 }
 
@@ -47,10 +48,13 @@ bool ConflictChecker::intersects_newer(const std::string& begin, const std::stri
   // Writes recorded after read_version: the suffix of recorded_ (versions never decrease).
   auto first_newer = std::upper_bound(recorded_.begin(), recorded_.end(), read_version,
                                       [](Version v, const Recorded& r) { return v < r.version; });
-  const auto newer = static_cast<std::size_t>(recorded_.end() - first_newer);
-  if (newer == 0) return false;
-  // Walk the step function, within a budget.
-  std::size_t budget = 16 + 2 * newer;
+  const auto unfolded = recorded_.begin() + static_cast<std::ptrdiff_t>(folded_);
+  // The newest writes are not in the step function yet: scan them.
+  if (scan_overlaps(std::max(first_newer, unfolded), recorded_.end(), begin, end)) return true;
+  if (first_newer >= unfolded) return false;
+  // The older ones are: walk the step function, within a budget.
+  const auto newer_folded = static_cast<std::size_t>(unfolded - first_newer);
+  std::size_t budget = 16 + 2 * newer_folded;
   auto it = std::prev(steps_.upper_bound(begin));
   for (; it != steps_.end() && it->first < end; ++it) {
     ++work_;
@@ -58,8 +62,13 @@ bool ConflictChecker::intersects_newer(const std::string& begin, const std::stri
     if (--budget == 0) break;
   }
   if (budget != 0) return false;
-  // Too many segments: scan the writes after read_version instead.
-  for (auto r = first_newer; r != recorded_.end(); ++r) {
+  // Too many segments: scan those writes instead.
+  return scan_overlaps(first_newer, unfolded, begin, end);
+}
+
+bool ConflictChecker::scan_overlaps(RecordedIt from, RecordedIt to, const std::string& begin,
+                                    const std::string& end) {
+  for (auto r = from; r != to; ++r) {
     ++work_;
     if (r->begin < end && begin < r->end) return true;
   }
@@ -72,7 +81,18 @@ Version ConflictChecker::max_write_version(const std::string& begin, const std::
   for (; it != steps_.end() && it->first < end; ++it) {
     if (it->second > floor_) best = std::max(best, it->second);
   }
+  for (auto r = recorded_.begin() + static_cast<std::ptrdiff_t>(folded_); r != recorded_.end();
+       ++r) {
+    if (r->begin < end && begin < r->end) best = std::max(best, r->version);
+  }
   return best;
+}
+
+void ConflictChecker::fold(std::size_t upto) {
+  for (; folded_ < upto; ++folded_) {
+    const Recorded& r = recorded_[folded_];
+    record(r.begin, r.end, r.version);
+  }
 }
 
 void ConflictChecker::record(const std::string& begin, const std::string& end, Version version) {
@@ -92,7 +112,6 @@ void ConflictChecker::record(const std::string& begin, const std::string& end, V
   }
   // Merge the end entry if it continues the same version.
   if (hi->second == version) steps_.erase(hi);
-  recorded_.push_back({version, begin, end});
 }
 
 void ConflictChecker::set_floor(Version floor) {
@@ -103,6 +122,11 @@ void ConflictChecker::set_floor(Version floor) {
 
 void ConflictChecker::collect_garbage() {
   while (!recorded_.empty() && recorded_.front().version <= floor_) {
+    if (folded_ == 0) {  // never entered the step function (nor did any later write)
+      recorded_.pop_front();
+      continue;
+    }
+    --folded_;
     auto it = steps_.find(recorded_.front().begin);
     recorded_.pop_front();
     if (it == steps_.end() || it->second > floor_) continue;  // merged or rewritten since

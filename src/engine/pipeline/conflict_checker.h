@@ -21,6 +21,11 @@
 // O(log n + min(segments inside the range, writes after rv)): a queue pop reading over many
 // recently deleted keys stays cheap even while an old transaction holds the floor down.
 //
+// The newest writes (at most kMaxUnfolded) enter the step function lazily: a check scans them
+// one by one, and only when more pile up are the oldest of them folded into the step function.
+// Most writes fall below the floor before that (one client, or clients whose transactions are
+// short), so they never cost a map insertion nor its garbage collection.
+//
 // Example:
 //   ConflictChecker checker;
 //   std::vector<CheckerTransaction> batch = {{read_version, &reads, &writes}};
@@ -68,8 +73,9 @@ class ConflictChecker {
   void set_floor(Version floor);
   Version floor() const { return floor_; }
 
-  // The number of segments of the step function (for tests of the garbage collection).
-  std::size_t history_size() const { return steps_.size(); }
+  // The number of segments of the step function and of writes not folded into it yet (for tests
+  // of the garbage collection).
+  std::size_t history_size() const { return steps_.size() + recorded_.size() - folded_; }
   // The newest version of a write that covered some key of [begin, end), or 0 if none newer than
   // the floor (for tests).
   Version max_write_version(const std::string& begin, const std::string& end) const;
@@ -78,22 +84,34 @@ class ConflictChecker {
   std::uint64_t work() const { return work_; }
 
  private:
+  struct Recorded {
+    Version version;
+    std::string begin;
+    std::string end;
+  };
+  using RecordedIt = std::deque<Recorded>::const_iterator;
+
   // True if some key of [begin, end) was written after `read_version`.
   bool intersects_newer(const std::string& begin, const std::string& end, Version read_version);
+  // True if one of the writes [from, to) overlaps [begin, end).
+  bool scan_overlaps(RecordedIt from, RecordedIt to, const std::string& begin,
+                     const std::string& end);
+  // Folds recorded_[folded_, upto) into the step function.
+  void fold(std::size_t upto);
+  // Sets the step function to `version` on [begin, end).
   void record(const std::string& begin, const std::string& end, Version version);
   void collect_garbage();
+
+  static constexpr std::size_t kMaxUnfolded = 32;
 
   // Step function: an entry (k, v) means keys in [k, next entry's key) were last written at v
   // (v <= floor_ means "old"). There is always an entry at "".
   std::map<std::string, Version, std::less<>> steps_;
   // Recorded writes newer than the floor, in version order: for incremental garbage collection
   // and for checks whose range holds more segments than there are writes after the read version.
-  struct Recorded {
-    Version version;
-    std::string begin;
-    std::string end;
-  };
+  // The first folded_ of them are in steps_; the others are only here.
   std::deque<Recorded> recorded_;
+  std::size_t folded_ = 0;
   Version floor_ = 0;
   std::uint64_t work_ = 0;
 };
