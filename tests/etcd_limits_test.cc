@@ -72,6 +72,7 @@ class EtcdLimitsTest : public ::testing::TestWithParam<Server> {
 };
 
 TEST_P(EtcdLimitsTest, LimitsFollowTheUrlOptions) {
+  EXPECT_TRUE(db_->commits_can_be_unknown());  // so the layers write idempotency markers
   const TransactionLimits limits = db_->limits();
   EXPECT_EQ(limits.max_operations, GetParam().max_operations);
   // Less etcd's raft framing (512) and, per operation, 2 * prefix ("lim/") + 128.

@@ -2,6 +2,9 @@
 // (a thread-local map entry per object, ~170 bytes, never pruned) and left one idempotency marker
 // key per object in the store until the 10-minute sweep. Now an object's markers are cleared by its
 // later operations and by its destructor: memory stays flat and nothing is left behind.
+// Markers are written only where commits can end in commit_unknown_result: the tests of their
+// clearing run on the memory engine behind the fault injector with no faults (kMarked), which
+// writes them as etcd does; on plain memory: none is written.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +18,9 @@
 
 namespace kvq {
 namespace {
+
+// The memory engine with markers written (the fault injector, no faults drawn).
+constexpr char kMarked[] = "memory:?unknown_result_rate=0";
 
 long rss_kib() {
   long pages = 0, resident = 0;
@@ -43,7 +49,7 @@ void use_queues(const std::shared_ptr<Database>& db, const Subspace& space, bool
 }
 
 TEST(QueueMarkers, HundredThousandQueueObjectsLeaveNoMarkersAndKeepMemoryFlat) {
-  auto db = open("memory:");
+  auto db = open(kMarked);
   const Subspace space(Tuple().append("M"));
   const long n =
       testing::env_int("KVQ_TEST_MARKER_OBJECTS", testing::kSanitizerBuild ? 20000 : 100000);
@@ -59,7 +65,7 @@ TEST(QueueMarkers, HundredThousandQueueObjectsLeaveNoMarkersAndKeepMemoryFlat) {
 }
 
 TEST(QueueMarkers, HighContentionQueueObjectsLeaveNothingBehind) {
-  auto db = open("memory:");
+  auto db = open(kMarked);
   const Subspace space(Tuple().append("H"));
   use_queues(db, space, true, 2000);
   EXPECT_EQ(marker_keys(*db, space), 0);
@@ -77,7 +83,7 @@ TEST(QueueMarkers, HighContentionQueueObjectsLeaveNothingBehind) {
 }
 
 TEST(QueueMarkers, ManyThreadsOnOneQueueKeepFewMarkers) {
-  auto db = open("memory:");
+  auto db = open(kMarked);
   const Subspace space(Tuple().append("T"));
   {
     Queue q(db, space);
@@ -94,6 +100,23 @@ TEST(QueueMarkers, ManyThreadsOnOneQueueKeepFewMarkers) {
     EXPECT_LE(marker_keys(*db, space), 64);
   }
   EXPECT_EQ(marker_keys(*db, space), 0);  // the destructor cleared the rest
+}
+
+TEST(QueueMarkers, WrittenOnlyWhereCommitsCanBeUnknown) {
+  const Subspace space(Tuple().append("W"));
+  auto marked = open(kMarked);
+  auto plain = open("memory:");
+  EXPECT_TRUE(marked->commits_can_be_unknown());
+  EXPECT_FALSE(plain->commits_can_be_unknown());
+  Queue with(marked, space);
+  Queue without(plain, space);
+  with.push("x");
+  without.push("x");
+  // The push's marker stays until a later operation or the destructor clears it.
+  EXPECT_EQ(marker_keys(*marked, space), 1);
+  EXPECT_EQ(marker_keys(*plain, space), 0);
+  EXPECT_EQ(with.pop(), "x");
+  EXPECT_EQ(without.pop(), "x");
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ TEST(RocksDbEngine, OpenCreatesTheDirectoryAndReportsItsUrl) {
   auto db = open(url);
   EXPECT_EQ(db->url(), url);
   EXPECT_TRUE(std::filesystem::exists(dir.file("a/b/CURRENT")));
+  EXPECT_FALSE(db->commits_can_be_unknown());  // so the layers write no idempotency markers
 }
 
 TEST(RocksDbEngine, MalformedUrlsAreConnectionStringInvalid) {

@@ -295,6 +295,10 @@ class Database : public std::enable_shared_from_this<Database> {
   DatabaseStats stats() const;
   // What one transaction may hold on this database's engine.
   TransactionLimits limits() const;
+  // Whether a commit on this database may fail with commit_unknown_result: true on etcd and with
+  // fault injection, false on memory: and rocksdb: (a commit there is applied or it fails, never
+  // in doubt). Code that must be idempotent under unknown results needs its own care only if true.
+  bool commits_can_be_unknown() const;
 
   // For engines and tests: the engine behind this database.
   const std::shared_ptr<engine::Engine>& engine() const { return engine_; }

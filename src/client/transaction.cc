@@ -132,6 +132,8 @@ const std::string& Database::url() const { return url_; }
 
 TransactionLimits Database::limits() const { return engine_->limits(); }
 
+bool Database::commits_can_be_unknown() const { return engine_->commits_can_be_unknown(); }
+
 DatabaseStats Database::stats() const {
   DatabaseStats s;
   s.commits = counters_->commits.load(std::memory_order_relaxed);

@@ -115,6 +115,9 @@ class Engine {
   // What one transaction may hold on this engine. Default: FoundationDB's limits, no operation
   // bound.
   virtual TransactionLimits limits() const { return {}; }
+  // Whether a commit may end in commit_unknown_result (a cluster, or a fault injector): then the
+  // layers write an idempotency marker per operation (layers/markers.h). Default: true.
+  virtual bool commits_can_be_unknown() const { return true; }
 };
 
 }  // namespace kvq::engine

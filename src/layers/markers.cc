@@ -25,7 +25,8 @@ Markers::Markers(std::shared_ptr<Database> db, const Subspace& control,
     : db_(std::move(db)),
       control_(control),
       sweep_begin_(control.pack(Tuple().append("mark")) + '\x00'),
-      ttl_(ttl) {}
+      ttl_(ttl),
+      needed_(db_->commits_can_be_unknown()) {}
 
 Markers::~Markers() {
   try {
@@ -46,6 +47,7 @@ Markers::~Markers() {
 }
 
 std::string Markers::make() const {
+  if (!needed_) return {};
   return control_.pack(Tuple()
                            .append("mark")
                            .append(contention::now_ms())
@@ -53,9 +55,9 @@ std::string Markers::make() const {
 }
 
 std::vector<std::string> Markers::write(Transaction& tr, const std::string& marker) {
-  tr.set(marker, "");
   std::vector<std::string> cleared;
-  {
+  if (!marker.empty()) {
+    tr.set(marker, "");
     std::lock_guard<std::mutex> lock(mu_);
     const std::size_t n = std::min(pending_.size(), kClearPerWrite);
     cleared.assign(pending_.end() - static_cast<std::ptrdiff_t>(n), pending_.end());
@@ -69,6 +71,7 @@ std::vector<std::string> Markers::write(Transaction& tr, const std::string& mark
 }
 
 void Markers::finished(const std::string& marker, const std::vector<std::string>& cleared) {
+  if (marker.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& k : cleared) {
     auto it = std::find(pending_.begin(), pending_.end(), k);

@@ -7,7 +7,12 @@
 // operation of the same object, at most kClearPerWrite per operation, and by the destructor. So an
 // object holds at most a few markers per thread using it, its memory does not grow, and a destroyed
 // object leaves no marker behind. Markers of processes that died are swept by age (marker_ttl), now
-// and then. Thread-safe.
+// and then.
+//
+// On a database whose commits never end in commit_unknown_result (Database::
+// commits_can_be_unknown(): memory:, rocksdb:) no marker is needed: make() returns an empty one,
+// which write() and finished() skip (the age sweep still runs, for markers of earlier versions).
+// Thread-safe.
 #ifndef KVQ_SRC_LAYERS_MARKERS_H_
 #define KVQ_SRC_LAYERS_MARKERS_H_
 
@@ -34,12 +39,13 @@ class Markers {
   Markers(const Markers&) = delete;
   Markers& operator=(const Markers&) = delete;
 
-  // A fresh marker key, unique to one operation.
+  // A fresh marker key, unique to one operation; empty if the database needs none.
   std::string make() const;
-  // Writes `marker` in `tr`, clears finished markers (returned: pass them to finished()), and
-  // once in 64 calls sweeps markers older than ttl.
+  // Writes `marker` in `tr` (unless empty), clears finished markers (returned: pass them to
+  // finished()), and once in 64 calls sweeps markers older than ttl.
   std::vector<std::string> write(Transaction& tr, const std::string& marker);
-  // The operation of `marker` returned, after the commit that also cleared `cleared`.
+  // The operation of `marker` returned, after the commit that also cleared `cleared` (nothing to
+  // do for an empty marker).
   void finished(const std::string& marker, const std::vector<std::string>& cleared);
   // How many finished markers this object still has in the store (for tests).
   std::size_t pending() const;
@@ -54,6 +60,7 @@ class Markers {
   Subspace control_;
   std::string sweep_begin_;
   std::chrono::milliseconds ttl_;
+  bool needed_;  // the database's commits can end in commit_unknown_result
   mutable std::mutex mu_;
   std::vector<std::string> pending_;  // finished markers not yet cleared
 };

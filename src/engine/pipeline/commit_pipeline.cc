@@ -67,6 +67,10 @@ class PipelineEngine final : public engine::Engine,
     return commit_batches_.load(std::memory_order_relaxed);
   }
 
+  // A commit either applies in this process or fails before the store applies it: its outcome is
+  // always known.
+  bool commits_can_be_unknown() const override { return false; }
+
   // --- used by sessions ---
 
   // The pin of the newest version and a snapshot at (or after) it.

@@ -74,6 +74,8 @@ class FaultInjectionEngine final : public Engine,
              std::shared_ptr<detail::WatchState> state) override;
   std::uint64_t commit_batches() const override;
   TransactionLimits limits() const override;
+  // True, whatever the rates: the injector stands for a cluster, whose commits can end so.
+  bool commits_can_be_unknown() const override { return true; }
 
   // Changes the probabilities (e.g. to turn faults off for a final check). Thread-safe.
   void set_options(FaultInjectionOptions options);

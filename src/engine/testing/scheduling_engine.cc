@@ -58,4 +58,6 @@ std::uint64_t SchedulingEngine::commit_batches() const { return base_->commit_ba
 
 TransactionLimits SchedulingEngine::limits() const { return base_->limits(); }
 
+bool SchedulingEngine::commits_can_be_unknown() const { return base_->commits_can_be_unknown(); }
+
 }  // namespace kvq::engine

@@ -35,6 +35,7 @@ class SchedulingEngine final : public Engine {
              std::shared_ptr<detail::WatchState> state) override;
   std::uint64_t commit_batches() const override;
   TransactionLimits limits() const override;
+  bool commits_can_be_unknown() const override;
 
  private:
   class SchedulingSession;
