@@ -67,7 +67,12 @@ void FairIndex::advance(Transaction& tr, const RingEntry& entry, std::int64_t se
   if (entry.credit > served) {
     tr.set(entry.key, FairKeys::ring_value(entry.credit - served, w));
   } else if (alone) {  // its next rounds start in place
-    tr.set(entry.key, FairKeys::ring_value(w - (served - entry.credit) % w, w));
+    const std::int64_t credit = w - (served - entry.credit) % w;
+    // Unchanged (weight 1, or a round that ends where it began): nothing to write. A tenant filed
+    // meanwhile conflicts with the read that found this one alone, not with this write.
+    if (credit != entry.credit || w != entry.weight) {
+      tr.set(entry.key, FairKeys::ring_value(credit, w));
+    }
   } else {
     tr.clear(entry.key);
     place(tr, entry.tenant, w, w);
