@@ -128,12 +128,16 @@ class MemoryStore::RangeScan {
     return hit;
   }
 
-  // Ends learning: [from, to) holds no value at any version from since_ on.
+  // Ends learning: [from, to) holds no value at any version from since_ on. A stretch of fewer
+  // than kLearnAfter dead keys is not worth its entry: stepping over them again costs less than
+  // recording it (a queue's pop, at one client, steps over the tombstone of the pop before it).
   void stop_learning(std::string_view from, std::string_view to) {
     if (!learning_) return;
     learning_ = false;
-    if (stepped_ > 0) store_.dead_.learn(std::string(from), std::string(to), since_);
+    if (stepped_ >= kLearnAfter) store_.dead_.learn(std::string(from), std::string(to), since_);
   }
+
+  static constexpr std::size_t kLearnAfter = 8;
 
   const MemoryStore& store_;
   const Version version_;
