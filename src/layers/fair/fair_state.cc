@@ -195,14 +195,15 @@ std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, s
   int retired = 0;
   while (out.size() < n) {
     const std::size_t wanted = n - out.size();
-    const std::vector<RingEntry> ring = index_.window(tr, static_cast<int>(wanted));
+    // One entry more than could be served, as FairIndex::head reads two for a single pop.
+    const std::vector<RingEntry> ring = index_.window(tr, static_cast<int>(wanted) + 1);
     if (ring.empty()) {  // nothing ready: every pop left gets nullopt
       out.resize(n);
       break;
     }
-    // One entry when more were asked for: the window read the whole ring, so the tenant is alone
-    // in it and has every turn left.
-    const bool alone = ring.size() == 1 && wanted > 1;
+    // One entry: the window read the whole ring, so the tenant is alone in it and has every turn
+    // left (and its entry stays in place).
+    const bool alone = ring.size() == 1;
     for (const RingEntry& entry : ring) {
       const std::size_t want =
           alone ? wanted : std::min(static_cast<std::size_t>(entry.credit), n - out.size());

@@ -104,7 +104,7 @@ class FairState {
   // Combined pops: the leader serves its group in as few marked transactions as the engine's
   // limits allow, in the order single pops would serve them.
   void serve_pops(std::vector<combining::Request*>& group);
-  // Up to `n` pops in one pass over the ring: a read of its first n entries, then one pop_batch
+  // Up to `n` pops in one pass over the ring: a read of its first n + 1 entries, then one pop_batch
   // per tenant of as many items as its credit (all n if it is alone in the ring), its entry
   // advanced once for them; another pass if tenants left the ring. nullopt for each pop left if
   // no tenant has a ready item. Fewer if the engine's limits or kRetirePerTransaction are reached.
