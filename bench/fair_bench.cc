@@ -98,10 +98,10 @@ struct Structure {
 // `tenants` plain Queues popped in turn by a shared counter (queues-rr: the least a fair pop has
 // to touch, one tenant's items per pop, with no ring to keep; it skips empty queues but has no
 // index of the non-empty ones, so it is a bound, not a FairQueue).
-Structure round_robin(std::shared_ptr<kvq::Database> db, const kvq::Subspace& space,
-                               int tenants) {
+Structure round_robin(std::shared_ptr<kvq::Database> db, const kvq::Subspace& space, int tenants) {
   auto queues = std::make_shared<std::vector<kvq::Queue>>();
-  for (int t = 0; t < tenants; ++t) queues->emplace_back(db, space.subspace(kvq::Tuple().append(t)));
+  for (int t = 0; t < tenants; ++t)
+    queues->emplace_back(db, space.subspace(kvq::Tuple().append(t)));
   auto turn = std::make_shared<std::atomic<std::uint64_t>>(0);
   const auto n = static_cast<std::uint64_t>(tenants);
   return {[queues, tenants](kvq::Transaction& tr, int i, const std::string& value) {

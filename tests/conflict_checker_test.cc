@@ -184,10 +184,10 @@ void agrees_with_brute_force(Version floor_lag) {
     c.set_floor(floor);
     std::vector<Tx> batch(1 + rng() % 4);
     for (Tx& t : batch) {
-      t.read_version = rng() % 5 == 0
-                           ? -1
-                           : std::max<Version>(floor, v - 1 - static_cast<Version>(
-                                                                  rng() % (floor_lag + 5)));
+      t.read_version =
+          rng() % 5 == 0
+              ? -1
+              : std::max<Version>(floor, v - 1 - static_cast<Version>(rng() % (floor_lag + 5)));
       for (unsigned n = rng() % 3; n > 0; --n) t.reads.push_back(rand_range());
       for (unsigned n = rng() % 3; n > 0; --n) t.writes.push_back(rand_range());
     }
@@ -226,9 +226,7 @@ TEST(ConflictChecker, AgreesWithBruteForceWhenFewWritesWaitToBeFolded) {
   agrees_with_brute_force(2);
 }
 
-TEST(ConflictChecker, AgreesWithBruteForceWhenMostWritesAreFolded) {
-  agrees_with_brute_force(300);
-}
+TEST(ConflictChecker, AgreesWithBruteForceWhenMostWritesAreFolded) { agrees_with_brute_force(300); }
 
 }  // namespace
 }  // namespace kvq::pipeline

@@ -54,7 +54,9 @@ class MemoryStore::RangeScan {
     // first key (a limit of 1 at a queue's front).
     const auto last = store_.data_.end();
     auto it = store_.data_.lower_bound(begin_);
-    const auto before_end = [&](auto at) { return at != last && std::string_view(at->first) < end_; };
+    const auto before_end = [&](auto at) {
+      return at != last && std::string_view(at->first) < end_;
+    };
     while (before_end(it) && out_->size() < max_) {
       const Entry* e = visible(it->second, version_);
       if (e != nullptr && e->value) {
