@@ -65,6 +65,7 @@ class MemoryStore::RangeScan {
         ++it;
         continue;
       }
+      ++stepped_over_;
       if (!note_dead(it->second)) stop_learning(begin_, it->first);
       auto hit = try_skip(it->first);
       if (!hit) {
@@ -93,6 +94,7 @@ class MemoryStore::RangeScan {
         it = cur;
         continue;
       }
+      ++stepped_over_;
       if (!note_dead(cur->second)) stop_learning(common::key_after(cur->first), end_);
       auto hit = try_skip(cur->first);
       if (!hit) {
@@ -105,6 +107,9 @@ class MemoryStore::RangeScan {
     }
     stop_learning(begin_, end_);  // (only if every key down to begin was dead)
   }
+
+  // The keys without a value this scan stepped over (not those it jumped over).
+  std::uint64_t stepped_over() const { return stepped_over_; }
 
  private:
   // A key without a value at the snapshot: whether it is dead from the snapshot on (its newest
@@ -150,6 +155,7 @@ class MemoryStore::RangeScan {
   bool consult_ = true;
   std::size_t stepped_ = 0;
   Version since_ = 0;
+  std::uint64_t stepped_over_ = 0;
 };
 
 std::vector<KeyValue> MemoryStore::Snapshot::get_range(std::string_view begin, std::string_view end,
@@ -161,6 +167,9 @@ std::vector<KeyValue> MemoryStore::Snapshot::get_range(std::string_view begin, s
   check_not_too_old();
   RangeScan scan(*store_, version_, begin, end, max, &out);
   reverse ? scan.backward() : scan.forward();
+  if (scan.stepped_over() > 0) {
+    store_->dead_keys_stepped_.fetch_add(scan.stepped_over(), std::memory_order_relaxed);
+  }
   return out;
 }
 

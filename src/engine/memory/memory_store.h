@@ -44,6 +44,9 @@ class MemoryStore final : public pipeline::VersionedStore {
   // For tests: the number of keys held (live or with pending versions) and of chain entries.
   std::size_t key_count() const;
   std::size_t entry_count() const;
+  // For tests: how many keys without a value range reads have stepped over, in all (the cost the
+  // dead stretches bound).
+  std::uint64_t dead_keys_stepped() const { return dead_keys_stepped_.load(); }
 
  private:
   class Snapshot;
@@ -70,6 +73,7 @@ class MemoryStore final : public pipeline::VersionedStore {
   mutable std::shared_mutex mu_;
   // Stretches with no value from some version on, so range reads skip the tombstones of pops.
   mutable DeadRanges dead_;
+  mutable std::atomic<std::uint64_t> dead_keys_stepped_{0};
   Map data_;
   std::atomic<Version> latest_{0};
   Version floor_ = 0;  // guarded by mu_
