@@ -24,16 +24,39 @@ void FairIndex::cancel_wake(Transaction& tr, std::string_view tenant, std::int64
   tr.clear(keys_.wake(due_us, tenant, id));
 }
 
+namespace {
+
+// The read of the first due wake-ups (file_due).
+constexpr RangeOptions kDueRead{.limit = FairIndex::kFilePerOp, .snapshot = true};
+
+}  // namespace
+
 void FairIndex::file_due(Transaction& tr) const {
   const KeyRange due = keys_.wakes_due(now_us());
-  RangeOptions first;
-  first.limit = kFilePerOp;
-  first.snapshot = true;
-  for (const KeyValue& kv : tr.get_range(due.begin, due.end, first)) {
+  file_wakes(tr, tr.get_range(due.begin, due.end, kDueRead));
+}
+
+std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr) const {
+  const KeyRange due = keys_.wakes_due(now_us());
+  const KeyRange ring = keys_.ring_range();
+  const RangeRead reads[] = {{due.begin, due.end, kDueRead}, {ring.begin, ring.end, {.limit = 2}}};
+  std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
+  // Tenants filed go to the back of the ring, after every entry read: they change the head only
+  // of a ring that held fewer than two entries.
+  if (file_wakes(tr, got[0]) && got[1].size() < 2) return head(tr);
+  return head_of(std::move(got[1]));
+}
+
+bool FairIndex::file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) const {
+  bool filed_any = false;
+  for (const KeyValue& kv : wakes) {
     tr.clear(kv.key);
     const std::string tenant = keys_.wake_tenant(kv.key);
-    if (!tr.get(keys_.filed(tenant)).has_value()) file(tr, tenant);
+    if (tr.get(keys_.filed(tenant)).has_value()) continue;
+    file(tr, tenant);
+    filed_any = true;
   }
+  return filed_any;
 }
 
 std::vector<RingEntry> FairIndex::window(Transaction& tr, int n) const {
@@ -43,7 +66,10 @@ std::vector<RingEntry> FairIndex::window(Transaction& tr, int n) const {
 }
 
 std::optional<FairIndex::Head> FairIndex::head(Transaction& tr) const {
-  std::vector<KeyValue> two = first(tr, 2);
+  return head_of(first(tr, 2));
+}
+
+std::optional<FairIndex::Head> FairIndex::head_of(std::vector<KeyValue> two) const {
   if (two.empty()) return std::nullopt;
   return Head{keys_.ring_entry(std::move(two[0].key), two[0].value), two.size() == 1};
 }

@@ -50,6 +50,9 @@ class FairIndex {
     bool alone = false;
   };
   std::optional<Head> head(Transaction& tr) const;
+  // file_due(tr), then head(tr), with the two first reads made together (Transaction::get_ranges:
+  // one round trip on etcd instead of two).
+  std::optional<Head> file_due_and_head(Transaction& tr) const;
   // Takes `entry`'s tenant out of the ring.
   void retire(Transaction& tr, const RingEntry& entry) const;
   // `entry`'s tenant was served `served` (>= 1) times in a row: it keeps the turn while it has
@@ -70,6 +73,11 @@ class FairIndex {
  private:
   // The keys and values of the ring's first `n` entries, read with a read conflict.
   std::vector<KeyValue> first(Transaction& tr, int n) const;
+  // The head of a ring whose first (up to) two entries are `two`.
+  std::optional<Head> head_of(std::vector<KeyValue> two) const;
+  // Files the tenants of the due wake-ups `wakes` (unless filed already) and clears the wake-ups;
+  // whether it filed any.
+  bool file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) const;
   // Files `tenant` at the back of the ring with its weight (read with a conflict, against
   // set_weight) as credit, and marks it filed.
   void file(Transaction& tr, std::string_view tenant) const;

@@ -97,16 +97,16 @@ void FairState::leased_changed(Transaction& tr, const Lease& lease,
 
 template <typename T>
 FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, int max_retired) {
-  index_.file_due(tr);
+  // The head and whether another tenant follows it (if not, it stays in place).
+  std::optional<FairIndex::Head> head = index_.file_due_and_head(tr);
   for (int retired = 0; retired < max_retired; ++retired) {
-    // The head and whether another tenant follows it (if not, it stays in place).
-    const std::optional<FairIndex::Head> head = index_.head(tr);
     if (!head) return {};
     if (std::optional<T> v = serve_one(head->entry.tenant, tr)) {
       index_.advance(tr, head->entry, 1, head->alone);
       return {true, std::move(v)};
     }
     index_.retire(tr, head->entry);
+    head = index_.head(tr);
   }
   return {false, std::nullopt};
 }
