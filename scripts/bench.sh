@@ -59,10 +59,14 @@ rate() {
      | first.ops_per_s' "$5"
 }
 # A summary row: target name, measured ratio (numerator / denominator), goal, ≥ or ≤.
+ratio() {  # NUM DEN: NUM / DEN with two decimals (0 if DEN is not positive)
+  awk -v n="$1" -v d="$2" 'BEGIN { printf "%.2f", (d > 0 ? n / d : 0) }'
+}
+
 verdict() {
   local name=$1 num=$2 den=$3 goal=$4 cmp=${5:-ge}
   local ratio
-  ratio=$(awk -v n="$num" -v d="$den" 'BEGIN { printf "%.2f", (d > 0 ? n / d : 0) }')
+  ratio=$(ratio "$num" "$den")
   local met
   met=$(awk -v r="$ratio" -v g="$goal" -v c="$cmp" \
     'BEGIN { ok = (c == "ge" ? r >= g : r <= g); print ok ? "met" : "missed" }')
@@ -202,12 +206,8 @@ run_fair() {
   done
   # Context, no goal: 10,000 tenants against 10,000 plain Queues popped in turn (queues-rr), which
   # touch as many places in the store per pop as a fair pop must.
-  local rr fair
-  rr=$(fair_rate queues-rr 10000 1)
-  fair=$(fair_rate fair 10000 1)
   echo "| FairQueue / 10,000 Queues popped in turn, 10,000 tenants, 1 client (context) |" \
-    "$(awk -v n="$fair" -v d="$rr" 'BEGIN { printf "%.2f", (d > 0 ? n / d : 0) }') | – | – |" \
-    >>"$summary"
+    "$(ratio "$(fair_rate fair 10000 1)" "$(fair_rate queues-rr 10000 1)") | – | – |" >>"$summary"
 }
 
 run_peers() {

@@ -70,7 +70,7 @@ bool ConflictChecker::scan_overlaps(RecordedIt from, RecordedIt to, const std::s
                                     const std::string& end) {
   for (auto r = from; r != to; ++r) {
     ++work_;
-    if (r->begin < end && begin < r->end) return true;
+    if (r->overlaps(begin, end)) return true;
   }
   return false;
 }
@@ -83,7 +83,7 @@ Version ConflictChecker::max_write_version(const std::string& begin, const std::
   }
   for (auto r = recorded_.begin() + static_cast<std::ptrdiff_t>(folded_); r != recorded_.end();
        ++r) {
-    if (r->begin < end && begin < r->end) best = std::max(best, r->version);
+    if (r->overlaps(begin, end)) best = std::max(best, r->version);
   }
   return best;
 }

@@ -88,6 +88,7 @@ class ConflictChecker {
     Version version;
     std::string begin;
     std::string end;
+    bool overlaps(const std::string& b, const std::string& e) const { return begin < e && b < end; }
   };
   using RecordedIt = std::deque<Recorded>::const_iterator;
 

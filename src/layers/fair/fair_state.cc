@@ -99,16 +99,15 @@ template <typename T>
 FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, int max_retired) {
   // The head and whether another tenant follows it (if not, it stays in place).
   std::optional<FairIndex::Head> head = index_.file_due_and_head(tr);
-  for (int retired = 0; retired < max_retired; ++retired) {
-    if (!head) return {};
+  for (int retired = 0; head; head = index_.head(tr)) {
     if (std::optional<T> v = serve_one(head->entry.tenant, tr)) {
       index_.advance(tr, head->entry, 1, head->alone);
       return {true, std::move(v)};
     }
     index_.retire(tr, head->entry);
-    head = index_.head(tr);
+    if (++retired == max_retired) return {false, std::nullopt};  // no read of the next head
   }
-  return {false, std::nullopt};
+  return {};
 }
 
 template <typename T>
