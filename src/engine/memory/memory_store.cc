@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <mutex>
+#include <tuple>
 
 #include "common/bytes.h"
 
@@ -54,20 +55,18 @@ class MemoryStore::RangeScan {
     // first key (a limit of 1 at a queue's front).
     const auto last = store_.data_.end();
     auto it = store_.data_.lower_bound(begin_);
-    const auto before_end = [&](auto at) {
-      return at != last && std::string_view(at->first) < end_;
-    };
+    const auto before_end = [&](auto at) { return at != last && at->first.view() < end_; };
     while (before_end(it) && out_->size() < max_) {
       const Entry* e = visible(it->second, version_);
       if (e != nullptr && e->value) {
-        stop_learning(begin_, it->first);
-        out_->push_back({it->first, *e->value});
+        stop_learning(begin_, it->first.view());
+        out_->push_back({std::string(it->first.view()), *e->value});
         ++it;
         continue;
       }
       ++stepped_over_;
-      if (!note_dead(it->second)) stop_learning(begin_, it->first);
-      auto hit = try_skip(it->first);
+      if (!note_dead(it->second)) stop_learning(begin_, it->first.view());
+      auto hit = try_skip(it->first.view());
       if (!hit) {
         ++it;
       } else if (std::string_view(hit->end) >= end_) {
@@ -76,27 +75,27 @@ class MemoryStore::RangeScan {
         it = store_.data_.lower_bound(hit->end);
       }
     }
-    stop_learning(begin_, before_end(it) ? std::string_view(it->first) : end_);
+    stop_learning(begin_, before_end(it) ? it->first.view() : end_);
   }
 
   void backward() {
     auto it = store_.data_.lower_bound(end_);  // one past the next key to look at
     const auto first = store_.data_.begin();
     const auto after_begin = [&](auto at) {
-      return at != first && std::string_view(std::prev(at)->first) >= begin_;
+      return at != first && std::prev(at)->first.view() >= begin_;
     };
     while (after_begin(it) && out_->size() < max_) {
       auto cur = std::prev(it);
       const Entry* e = visible(cur->second, version_);
       if (e != nullptr && e->value) {
-        stop_learning(common::key_after(cur->first), end_);
-        out_->push_back({cur->first, *e->value});
+        stop_learning(common::key_after(cur->first.view()), end_);
+        out_->push_back({std::string(cur->first.view()), *e->value});
         it = cur;
         continue;
       }
       ++stepped_over_;
-      if (!note_dead(cur->second)) stop_learning(common::key_after(cur->first), end_);
-      auto hit = try_skip(cur->first);
+      if (!note_dead(cur->second)) stop_learning(common::key_after(cur->first.view()), end_);
+      auto hit = try_skip(cur->first.view());
       if (!hit) {
         it = cur;
       } else if (std::string_view(hit->begin) <= begin_) {
@@ -127,7 +126,7 @@ class MemoryStore::RangeScan {
 
   // Consults the store's stretches at the first dead key and after each jump (not at every
   // step of a walk the stretches do not cover).
-  std::optional<DeadRanges::Hit> try_skip(const std::string& key) {
+  std::optional<DeadRanges::Hit> try_skip(std::string_view key) {
     if (!consult_) return std::nullopt;
     auto hit = store_.dead_.skip(key, version_);
     consult_ = hit.has_value();
@@ -213,7 +212,10 @@ void MemoryStore::apply(Version version, const std::vector<pipeline::StoreWrite>
     switch (w.kind) {
       case pipeline::StoreWrite::Kind::kSet: {
         auto it = data_.lower_bound(w.key);  // one descent, for a new key too
-        if (it == data_.end() || it->first != w.key) it = data_.emplace_hint(it, w.key, Chain{});
+        if (it == data_.end() || it->first.view() != w.key) {
+          it = data_.emplace_hint(it, std::piecewise_construct, std::forward_as_tuple(w.key),
+                                  std::forward_as_tuple());
+        }
         append(it, version, w.value);
         dead_.written(w.key);
         break;

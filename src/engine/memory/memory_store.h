@@ -1,11 +1,12 @@
 // Internal: the in-memory MVCC VersionedStore of the "memory:" engine. An ordered map from key to
-// its version chain (oldest first; a chain entry without value is a tombstone). Garbage collection
-// below forget_before()'s floor keeps, per key, only the newest entry at or below the floor (and
-// drops keys whose surviving entry is a tombstone), incrementally: each apply() queues the keys it
-// superseded, forget_before() compacts those whose superseding version fell below the floor.
-// Memory therefore tracks the live data plus the versions newer than the floor. Tombstones newer
-// than the floor (a queue's popped front while an old reader holds the floor down) are not walked
-// over again and again: range reads learn and skip dead stretches (dead_ranges.h).
+// its version chain (keys kept in their map nodes: stored_key.h) (oldest first; a chain entry
+// without value is a tombstone). Garbage collection below forget_before()'s floor keeps, per key,
+// only the newest entry at or below the floor (and drops keys whose surviving entry is a
+// tombstone), incrementally: each apply() queues the keys it superseded, forget_before() compacts
+// those whose superseding version fell below the floor. Memory therefore tracks the live data plus
+// the versions newer than the floor. Tombstones newer than the floor (a queue's popped front while
+// an old reader holds the floor down) are not walked over again and again: range reads learn and
+// skip dead stretches (dead_ranges.h).
 //
 // Thread safety: as VersionedStore: apply()/forget_before() from one thread at a time, snapshot()
 // and snapshot reads from any thread. Snapshots must not outlive the store. A snapshot whose
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "engine/memory/dead_ranges.h"
+#include "engine/memory/stored_key.h"
 #include "engine/pipeline/versioned_store.h"
 
 namespace kvq::engine {
@@ -61,7 +63,7 @@ class MemoryStore final : public pipeline::VersionedStore {
     std::vector<Entry> entries;
     std::uint32_t queued = 0;
   };
-  using Map = std::map<std::string, Chain, std::less<>>;
+  using Map = std::map<StoredKey, Chain, StoredKey::Less>;
 
   // The entry of `chain` visible at `version`, or null.
   static const Entry* visible(const Chain& chain, Version version);
