@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "common/bytes.h"
@@ -15,36 +16,46 @@ using engine::KeyRange;
 using engine::Mutation;
 using engine::MutationType;
 
-// The state of keys written earlier in the batch being resolved, so atomic ops see them.
+// The state of the keys that atomic ops of the batch read, as earlier writes of the batch left
+// them. Only those keys are kept: a write to any other key is never read back while resolving,
+// and copying every written key and value (a map node and two strings each) cost more than the
+// rest of the resolve phase.
 class BatchOverlay {
  public:
-  explicit BatchOverlay(const VersionedStore* store) : store_(store) {}
+  BatchOverlay(const VersionedStore* store, const std::vector<Writer*>& batch) : store_(store) {
+    for (const Writer* w : batch) {
+      for (const Mutation& m : w->request->mutations) {
+        if (m.type == MutationType::kAddValue) points_.try_emplace(m.param1);
+      }
+    }
+  }
 
-  void set(const std::string& key, std::optional<std::string> value) {
-    points_[key] = std::move(value);
+  void set(std::string_view key, const std::optional<std::string>& value) {
+    auto it = points_.find(key);
+    if (it != points_.end()) it->second = {value, true};
   }
   void clear_range(const std::string& begin, const std::string& end) {
     if (!(begin < end)) return;
     for (auto it = points_.lower_bound(begin); it != points_.end() && it->first < end; ++it) {
-      it->second.reset();
+      it->second = {std::nullopt, true};
     }
-    cleared_.push_back({begin, end});
   }
+  // The value of `key`, one of the batch's atomic-op keys.
   std::optional<std::string> get(const std::string& key) {
     auto it = points_.find(key);
-    if (it != points_.end()) return it->second;
-    for (const KeyRange& r : cleared_) {
-      if (r.begin <= key && key < r.end) return std::nullopt;
-    }
+    if (it != points_.end() && it->second.written) return it->second.value;
     if (!base_) base_ = store_->snapshot();
     return base_->get(key);
   }
 
  private:
+  struct Point {
+    std::optional<std::string> value;
+    bool written = false;  // by an earlier write of the batch; else the store's value holds
+  };
   const VersionedStore* store_;
   std::shared_ptr<const StoreSnapshot> base_;
-  std::map<std::string, std::optional<std::string>, std::less<>> points_;
-  std::vector<KeyRange> cleared_;
+  std::map<std::string, Point, std::less<>> points_;
 };
 
 // Appends a plain set of `key` to `value`, recording it in the overlay.
@@ -147,7 +158,7 @@ ResolvedBatch BatchResolver::run(std::vector<Writer*>& batch, Version version) {
   const std::vector<CheckerTransaction> input = stamp(batch, stamps);
   const std::vector<ConflictChecker::Outcome> outcomes = checker_->resolve(input, version);
   ResolvedBatch out;
-  BatchOverlay overlay(store_);
+  BatchOverlay overlay(store_, batch);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Writer& w = *batch[i];
     if (!accept(w, outcomes[i])) continue;
