@@ -19,9 +19,9 @@ struct Tx {
   std::vector<KeyRange> writes;
 };
 
-std::vector<Outcome> run(ConflictChecker& c, const std::vector<Tx>& batch, Version version) {
+std::vector<Outcome> run(ConflictChecker& c, std::vector<Tx> batch, Version version) {
   std::vector<CheckerTransaction> in;
-  for (const Tx& t : batch) in.push_back({t.read_version, &t.reads, &t.writes});
+  for (Tx& t : batch) in.push_back({t.read_version, &t.reads, &t.writes});
   return c.resolve(in, version);
 }
 

@@ -59,6 +59,12 @@ const T& GetAs(const std::vector<TupleElement>& elements, std::size_t i, const c
   return *v;
 }
 
+// `elements`, with room for one more element (kFirstCapacity at the first one).
+std::vector<TupleElement>& room_for_one(std::vector<TupleElement>& elements) {
+  if (elements.capacity() == 0) elements.reserve(tuple_codec::kFirstCapacity);
+  return elements;
+}
+
 }  // namespace
 
 // --- Versionstamp --------------------------------------------------------------------------------
@@ -96,24 +102,24 @@ std::string Versionstamp::bytes() const {
 // --- Tuple: building -----------------------------------------------------------------------------
 
 Tuple& Tuple::append(std::nullptr_t) {
-  elements_.emplace_back(nullptr);
+  room_for_one(elements_).emplace_back(nullptr);
   return *this;
 }
 Tuple& Tuple::append(const Bytes& b) {
-  elements_.emplace_back(b);
+  room_for_one(elements_).emplace_back(b);
   return *this;
 }
 Tuple& Tuple::append(std::string_view s) {
-  elements_.emplace_back(std::in_place_type<std::string>, s);
+  room_for_one(elements_).emplace_back(std::in_place_type<std::string>, s);
   return *this;
 }
 Tuple& Tuple::append(const std::string& s) {
-  elements_.emplace_back(std::in_place_type<std::string>, s);
+  room_for_one(elements_).emplace_back(std::in_place_type<std::string>, s);
   return *this;
 }
 Tuple& Tuple::append(const char* s) { return append(std::string_view(s)); }
 Tuple& Tuple::append(bool b) {
-  elements_.emplace_back(b);
+  room_for_one(elements_).emplace_back(b);
   return *this;
 }
 Tuple& Tuple::append(signed char v) { return append(static_cast<long long>(v)); }
@@ -125,14 +131,15 @@ Tuple& Tuple::append(unsigned int v) { return append(static_cast<long long>(v));
 Tuple& Tuple::append(long v) { return append(static_cast<long long>(v)); }
 Tuple& Tuple::append(unsigned long v) { return append(static_cast<unsigned long long>(v)); }
 Tuple& Tuple::append(long long v) {
-  elements_.emplace_back(std::in_place_type<std::int64_t>, v);
+  room_for_one(elements_).emplace_back(std::in_place_type<std::int64_t>, v);
   return *this;
 }
 Tuple& Tuple::append(unsigned long long v) {
   if (v <= static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max())) {
-    elements_.emplace_back(std::in_place_type<std::int64_t>, static_cast<std::int64_t>(v));
+    room_for_one(elements_).emplace_back(std::in_place_type<std::int64_t>,
+                                         static_cast<std::int64_t>(v));
   } else {
-    elements_.emplace_back(std::in_place_type<std::uint64_t>, v);
+    room_for_one(elements_).emplace_back(std::in_place_type<std::uint64_t>, v);
   }
   return *this;
 }
@@ -146,32 +153,32 @@ Tuple& Tuple::append(const BigInt& v) {
     for (char c : m) mag = (mag << 8) | static_cast<std::uint8_t>(c);
     if (!v.negative) return append(static_cast<unsigned long long>(mag));
     if (mag <= (std::uint64_t{1} << 63)) {
-      elements_.emplace_back(std::in_place_type<std::int64_t>,
-                             static_cast<std::int64_t>(std::uint64_t{0} - mag));
+      room_for_one(elements_).emplace_back(std::in_place_type<std::int64_t>,
+                                           static_cast<std::int64_t>(std::uint64_t{0} - mag));
       return *this;
     }
   }
-  elements_.emplace_back(BigInt{v.negative, std::string(m)});
+  room_for_one(elements_).emplace_back(BigInt{v.negative, std::string(m)});
   return *this;
 }
 Tuple& Tuple::append(float v) {
-  elements_.emplace_back(v);
+  room_for_one(elements_).emplace_back(v);
   return *this;
 }
 Tuple& Tuple::append(double v) {
-  elements_.emplace_back(v);
+  room_for_one(elements_).emplace_back(v);
   return *this;
 }
 Tuple& Tuple::append(const Uuid& v) {
-  elements_.emplace_back(v);
+  room_for_one(elements_).emplace_back(v);
   return *this;
 }
 Tuple& Tuple::append(const Versionstamp& v) {
-  elements_.emplace_back(v);
+  room_for_one(elements_).emplace_back(v);
   return *this;
 }
 Tuple& Tuple::append(const Tuple& nested) {
-  elements_.emplace_back(std::in_place_type<Tuple>, nested);
+  room_for_one(elements_).emplace_back(std::in_place_type<Tuple>, nested);
   return *this;
 }
 Tuple& Tuple::extend(const Tuple& other) {

@@ -47,6 +47,9 @@ inline constexpr std::uint8_t kEscape = 0xff;
 
 // Deeper nesting is rejected by unpack so that malformed input cannot exhaust the stack.
 inline constexpr int kMaxNestingDepth = 256;
+// The capacity a tuple's element vector starts with: most tuples (keys) hold a few elements, and
+// growing from one element costs an allocation per doubling.
+inline constexpr std::size_t kFirstCapacity = 4;
 
 // Throw invalid_tuple with "tuple: " + what (+ " at offset N").
 [[noreturn]] void Fail(const std::string& what);

@@ -15,6 +15,7 @@ class ElementReader {
   static Tuple DecodeAll(std::string_view in) {
     ElementReader reader(in);
     std::vector<TupleElement> out;
+    if (!in.empty()) out.reserve(kFirstCapacity);
     while (reader.pos_ < reader.n_) out.push_back(reader.DecodeElement(0));
     return TupleDecoder::Adopt(std::move(out));
   }
@@ -26,6 +27,7 @@ class ElementReader {
       FailAt("nested tuple deeper than " + std::to_string(kMaxNestingDepth) + " levels", start);
     }
     std::vector<TupleElement> elements;
+    elements.reserve(kFirstCapacity);
     while (true) {
       if (pos_ >= n_) FailAt("nested tuple without terminator (started)", start);
       if (p_[pos_] == kNullCode) {

@@ -34,8 +34,8 @@ std::vector<ConflictChecker::Outcome> ConflictChecker::resolve(
     // Committed: its writes are visible to the later transactions of this batch right away,
     // because `version` is above all of their read versions.
     if (tr.write_ranges != nullptr) {
-      for (const engine::KeyRange& w : *tr.write_ranges) {
-        if (w.begin < w.end) recorded_.push_back({version, w.begin, w.end});
+      for (engine::KeyRange& w : *tr.write_ranges) {
+        if (w.begin < w.end) recorded_.push_back({version, std::move(w.begin), std::move(w.end)});
       }
     }
   }

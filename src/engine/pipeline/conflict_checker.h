@@ -49,11 +49,12 @@
 namespace kvq::pipeline {
 
 // One transaction of a batch, as the checker sees it. The pointed-to vectors must outlive
-// resolve().
+// resolve(); the write ranges of a committed transaction are moved into the checker's history
+// (their strings left empty), the transaction's request having no further use for them.
 struct CheckerTransaction {
-  Version read_version = -1;                                    // -1: the transaction never read
-  const std::vector<engine::KeyRange>* read_ranges = nullptr;   // may be null (none)
-  const std::vector<engine::KeyRange>* write_ranges = nullptr;  // may be null (none)
+  Version read_version = -1;                                   // -1: the transaction never read
+  const std::vector<engine::KeyRange>* read_ranges = nullptr;  // may be null (none)
+  std::vector<engine::KeyRange>* write_ranges = nullptr;       // may be null (none)
 };
 
 class ConflictChecker {
