@@ -5,7 +5,8 @@
 # load average before and after is recorded, and CPU us per operation is printed beside ops/s.
 #
 #   memory     kvq bench, Queue and PriorityQueue, plain and high-contention pops, 1 and 32
-#              clients, without and with flat combining; txn_bench set + commit at 1 and 8
+#              clients, without and with flat combining (and combining with --favor-latency);
+#              txn_bench set + commit at 1 and 8
 #   rocksdb    kvq bench pushes with sync on, 1 and 32 clients, without and with combining
 #   etcd       a 3-member etcd on loopback (Debian's etcd-server, temporary data directories,
 #              stopped by pid): etcd_bench raw Txn vs kvq pushes at 16, high-contention pops 1 vs 16,
@@ -83,23 +84,31 @@ bench_json() {  # NAME [kvq arguments...]: kvq bench --json into OUT/NAME.json, 
 }
 
 run_memory() {
-  for combine in "" --combine; do
-    local name=memory${combine:+-combined} c=${combine:+"+c"}
-    bench_json "$name" bench --clients 1,32 $combine
+  # Without combining, combined, and combined with leaders favouring latency (--favor-latency).
+  for variant in plain combined latency; do
+    local name=memory c="" label="" flags=()
+    case $variant in
+      combined) name=memory-combined c="+c" label=" (combined)" flags=(--combine) ;;
+      latency)
+        name=memory-combined-latency c="+cl" label=" (combined, favoring latency)"
+        flags=(--combine --favor-latency)
+        ;;
+    esac
+    bench_json "$name" bench --clients 1,32 "${flags[@]}"
     for kind in queue pq; do
-      verdict "memory $kind hc pops 32/1${combine:+ (combined)}" \
+      verdict "memory $kind hc pops 32/1$label" \
         "$(rate $kind "hc$c" pop 32 "$out/$name.json")" "$(rate $kind "hc$c" pop 1 "$out/$name.json")" 1.0
     done
-    verdict "memory pushes 32/1${combine:+ (combined)}" \
+    verdict "memory pushes 32/1$label" \
       "$(rate queue "plain$c" push 32 "$out/$name.json")" \
       "$(rate queue "plain$c" push 1 "$out/$name.json")" 1.0
-    verdict "memory plain pops 32/1${combine:+ (combined)}" \
+    verdict "memory plain pops 32/1$label" \
       "$(rate queue "plain$c" pop 32 "$out/$name.json")" \
       "$(rate queue "plain$c" pop 1 "$out/$name.json")" 0.5
     local p99
     p99=$(jq -r '[.results[] | select(.kind == "queue" and .op == "push" and .clients == 32)]
                  | first.p99_us' "$out/$name.json")
-    verdict "memory push p99 at 32 clients, ms${combine:+ (combined)}" "$p99" 1000 2.0 le
+    verdict "memory push p99 at 32 clients, ms$label" "$p99" 1000 2.0 le
   done
   "$build/bench/txn_bench" --json --threads=1,8 --no-reads --seconds="$seconds" >"$out/txn.json"
   verdict "memory set + commit 8/1" \

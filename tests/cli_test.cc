@@ -268,6 +268,7 @@ const std::vector<BadCase>& bad_cases() {
       {"bench --processes 0", 2, "--processes"},
       {"bench --processes 2", 2, "bench: --processes 2 needs a database several processes share"},
       {"{db} bench --processes 4 --clients 8", 2, "memory: and rocksdb: belong to one process"},
+      {"bench --favor-latency --clients 1 --seconds 0.1", 2, "--favor-latency requires --combine"},
       {"bench extra", 2, "bench: unexpected argument 'extra'"},
   };
   return cases;

@@ -157,8 +157,10 @@ TEST(Combiner, EveryRequestOfAGroupGetsItsError) {
   EXPECT_EQ(ok.result, 7);
 }
 
-TEST(Combiner, ManyThreadsGetEveryRequestServedOnceWithinTheLimits) {
-  Combiner c({.max_count = 4, .max_weight = 10});
+// 8 threads submit 500 requests each to a combiner with `limits` (4 requests or 10 weight a
+// group): every request is served exactly once, and no group exceeds the limits.
+void expect_every_request_served_once(GroupLimits limits) {
+  Combiner c(limits);
   std::atomic<int> served{0}, too_big{0};
   auto serve = [&](std::vector<Request*>& group) {
     std::size_t weight = 0;
@@ -185,6 +187,16 @@ TEST(Combiner, ManyThreadsGetEveryRequestServedOnceWithinTheLimits) {
   for (int i = 0; i < 4000; ++i) ASSERT_EQ(all[static_cast<std::size_t>(i)], i);
   EXPECT_EQ(too_big.load(), 0);
   EXPECT_EQ(c.requests(), 4000u);
+}
+
+TEST(Combiner, ManyThreadsGetEveryRequestServedOnceWithinTheLimits) {
+  expect_every_request_served_once({.max_count = 4, .max_weight = 10});
+}
+
+// GroupLimits::yield_when_alone: the leader lets go of the queue's lock to yield before it takes a
+// group; requests queued meanwhile join that group, each still served once.
+TEST(Combiner, ALeaderThatYieldsWhenAloneStillServesEveryRequestOnce) {
+  expect_every_request_served_once({.max_count = 4, .max_weight = 10, .yield_when_alone = true});
 }
 
 }  // namespace

@@ -101,6 +101,16 @@ TEST_P(CombiningTest, QueueHistoryWithCombiningLosesNothingAndKeepsFifo) {
   expect_ok(r);
 }
 
+// QueueOptions::combine_favors_latency: leaders yield their core before serving alone; the
+// history promises are the same.
+TEST_P(CombiningTest, QueueHistoryWithLeadersFavoringLatencyLosesNothingAndKeepsFifo) {
+  QueueOptions o = combining(hc());
+  o.combine_favors_latency = true;
+  auto r = run_history(db_, space_, o, false, items(), 16);
+  EXPECT_EQ(r.popped + r.remaining, items());
+  expect_ok(r);
+}
+
 TEST_P(CombiningTest, PriorityQueueHistoryWithCombiningKeepsPriorityOrder) {
   auto r = run_history(db_, space_, combining(hc()), true, items(), 16);
   EXPECT_EQ(r.popped + r.remaining, items());

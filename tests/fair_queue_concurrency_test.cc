@@ -117,6 +117,14 @@ TEST_P(FairQueueConcurrencyTest, CombinedPopsDeliverEveryItemOnceAndInOrderWithi
   run_and_check_history(fq, items());
 }
 
+TEST_P(FairQueueConcurrencyTest, CombinedPopsFavoringLatencyDeliverEveryItemOnceAndInOrder) {
+  FairQueueOptions o;
+  o.combine = true;
+  o.combine_favors_latency = true;
+  FairQueue fq = make(o);
+  run_and_check_history(fq, items());
+}
+
 // A tenant alone in the ring gets a whole combined group's pops in one batch.
 TEST_P(FairQueueConcurrencyTest, CombinedPopsOfATenantAloneDeliverEveryItemOnceAndInOrder) {
   FairQueueOptions o;

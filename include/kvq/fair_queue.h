@@ -56,6 +56,8 @@ struct FairQueueOptions {
   // batch per tenant of as many items as its turns; as many as fit in one transaction of the
   // engine). Guarantees are those of single pops. Default: false.
   bool combine = false;
+  // With combine: as QueueOptions::combine_favors_latency. Default: false.
+  bool combine_favors_latency = false;
 };
 
 // One item popped from a FairQueue.

@@ -26,19 +26,21 @@ struct PopRequest : combining::Request {
 
 // Groups that fit in one transaction of `db`: about two engine operations per item (etcd counts
 // them), and half the byte limit for the pushed values.
-combining::GroupLimits group_limits(Database& db) {
+combining::GroupLimits group_limits(Database& db, const QueueOptions& options) {
   const TransactionLimits l = db.limits();
   const std::size_t by_ops = l.max_operations > 64 ? (l.max_operations - 32) / 2 : 1;
-  return {.max_count = std::min(kMaxGroup, by_ops), .max_weight = l.max_bytes / 2};
+  return {.max_count = std::min(kMaxGroup, by_ops),
+          .max_weight = l.max_bytes / 2,
+          .yield_when_alone = options.combine_favors_latency};
 }
 
 }  // namespace
 
 CombinedOps::CombinedOps(ItemStore& store)
     : store_(store),
-      pushes_(group_limits(store.db())),
-      front_pops_(group_limits(store.db())),
-      back_pops_(group_limits(store.db())) {}
+      pushes_(group_limits(store.db(), store.options())),
+      front_pops_(group_limits(store.db(), store.options())),
+      back_pops_(group_limits(store.db(), store.options())) {}
 
 void CombinedOps::push(std::string_view value, std::int64_t priority) {
   PushRequest r;

@@ -116,6 +116,7 @@ class ItemStore {
 
   const Subspace& subspace() const { return subspace_; }
   Database& db() { return *db_; }
+  const QueueOptions& options() const { return options_; }
   // Finished idempotency markers this object still has in the store (for tests).
   std::size_t pending_markers() const { return markers_.pending(); }
 

@@ -33,6 +33,7 @@ struct Target {
     qo.high_contention = mode == "hc";
     qo.contention.batch_size = o.batch_size;
     qo.combine = o.combine;
+    qo.combine_favors_latency = o.favor_latency;
     return qo;
   }
 

@@ -102,6 +102,7 @@ std::vector<std::string> worker_argv(const BenchOptions& o, const Point& p) {
                                 "--batch-size",
                                 std::to_string(o.batch_size)};
   if (o.combine) argv.emplace_back("--combine");
+  if (o.favor_latency) argv.emplace_back("--favor-latency");
   return argv;
 }
 
@@ -146,7 +147,7 @@ int run_worker(const BenchOptions& o) {
 Row make_row(const BenchOptions& o, const Point& p, Tally& tally) {
   Row r;
   r.kind = p.kind;
-  r.mode = o.combine ? p.mode + "+c" : p.mode;
+  r.mode = o.favor_latency ? p.mode + "+cl" : o.combine ? p.mode + "+c" : p.mode;
   r.op = p.op;
   r.processes = o.processes;
   r.clients = p.threads * o.processes;
@@ -198,6 +199,7 @@ void print_json(const BenchOptions& o, const std::vector<Row>& rows) {
   j["seconds"] = o.seconds;
   j["batch_size"] = o.batch_size;
   j["combine"] = o.combine;
+  j["favor_latency"] = o.favor_latency;
   j["processes"] = o.processes;
   j["nproc"] = std::thread::hardware_concurrency();
   j["results"] = nlohmann::json::array();
@@ -270,10 +272,10 @@ int run_bench(const BenchOptions& o) {
   return kExitOk;
 }
 
-void add_bench_command(CLI::App& app, Context& ctx) {
-  auto o = std::make_shared<BenchOptions>();
-  auto* bench = app.add_subcommand(
-      "bench", "contention benchmark: push/pop ops/s, retries/op, p50/p99 by client count");
+namespace {
+
+// The options that say what is measured: client counts, time, structures, modes, operations.
+void add_workload_options(CLI::App* bench, BenchOptions* o) {
   bench->add_option("--clients", o->clients, "comma-separated client counts (1..4096)")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096))
@@ -302,13 +304,23 @@ void add_bench_command(CLI::App& app, Context& ctx) {
                    "items pushed before each pop, take or cycle measurement")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
+}
+
+// The options that say how the clients run: the queue options, processes, output.
+void add_run_options(CLI::App* bench, BenchOptions* o) {
   bench
       ->add_option("--batch-size", o->batch_size,
                    "high-contention requests served per fulfilment transaction")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
-  bench->add_flag("--combine", o->combine,
-                  "flat combining: threads of this process share push / pop transactions");
+  CLI::Option* combine =
+      bench->add_flag("--combine", o->combine,
+                      "flat combining: threads of this process share push / pop transactions");
+  bench
+      ->add_flag("--favor-latency", o->favor_latency,
+                 "with --combine: a leader about to serve alone after a group first yields its "
+                 "core to the threads it woke (lower tail latency, fewer ops/s)")
+      ->needs(combine);
   bench
       ->add_option("--processes", o->processes,
                    "run each measurement in this many processes, each with --clients threads and "
@@ -321,6 +333,16 @@ void add_bench_command(CLI::App& app, Context& ctx) {
       ->group("");
   bench->add_flag("--json", o->json, "print JSON instead of a table");
   bench->add_option("--plot", o->plot, "also draw ops/s against clients into this PNG (gnuplot)");
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* bench = app.add_subcommand(
+      "bench", "contention benchmark: push/pop ops/s, retries/op, p50/p99 by client count");
+  add_workload_options(bench, o.get());
+  add_run_options(bench, o.get());
   set_action(bench, ctx, [&ctx, o] {
     o->url = ctx.url_or_memory();
     return run_bench(*o);

@@ -91,8 +91,9 @@ struct BenchOptions {
   std::vector<std::string> modes = {"plain", "hc"};
   std::vector<std::string> ops = {"push", "pop"};
   int prefill = 100000;
-  int batch_size = 128;  // HighContentionOptions::batch_size
-  bool combine = false;  // QueueOptions::combine (flat combining of one process's threads)
+  int batch_size = 128;        // HighContentionOptions::batch_size
+  bool combine = false;        // QueueOptions::combine (flat combining of one process's threads)
+  bool favor_latency = false;  // QueueOptions::combine_favors_latency (implies combine)
   // Worker processes per measurement, each with `clients` threads (> 1: etcd only).
   int processes = 1;
   // >= 0: this process is a worker of another's --processes, measuring the subspace numbered so.

@@ -1,6 +1,7 @@
 #include "layers/combining/combiner.h"
 
 #include <atomic>
+#include <thread>
 
 namespace kvq::combining {
 namespace {
@@ -39,7 +40,13 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
   // kvq's clock, so that a simulated run is the same for the same seed.
   const common::SteadyTime turn_end = common::clock().steady_now() + limits_.max_lead_time;
   for (std::size_t turn = 1;; ++turn) {
+    if (should_yield()) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
     std::vector<Request*> group = take_group();
+    last_group_size_ = group.size();
     lock.unlock();
     std::exception_ptr error;
     try {
@@ -63,6 +70,11 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
     if (!go_on) return;
     lock.lock();
   }
+}
+
+bool Combiner::should_yield() const {
+  return limits_.yield_when_alone && queue_.size() == 1 && last_group_size_ > 1 &&
+         !common::clock().schedules_calling_thread();
 }
 
 // The requests at the front of the queue that fit in one group (left in the queue until done, so

@@ -103,6 +103,14 @@ struct GroupLimits {
   // led for this long (a turn ends after the group that crosses it), then hands the lead on.
   std::size_t max_groups_per_leader = 16;
   std::chrono::microseconds max_lead_time{200};
+  // A leader that would serve a group of its own request alone right after serving a group of
+  // several first yields its core (std::this_thread::yield), once: the threads it just woke are
+  // then runnable but have not run, and on a machine with fewer cores than threads they would wait
+  // for it to be preempted. They run, queue up, and join its group. Cuts the tail latency several
+  // times (a thread no longer waits out another's time slice) for more context switches and fewer
+  // operations per second (docs/benchmarks.md, run F). Not on threads the installed clock
+  // schedules (kvq simulate), whose order the clock decides.
+  bool yield_when_alone = false;
 };
 
 // Groups and requests served by every Combiner of this process so far (for the simulator, which
@@ -134,12 +142,16 @@ class Combiner {
  private:
   void lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve);
   std::vector<Request*> take_group();
+  // GroupLimits::yield_when_alone: whether `lock` (held) is let go of for a yield before the next
+  // group is taken.
+  bool should_yield() const;
   Request* finish(const std::vector<Request*>& group, const std::exception_ptr& error);
 
   GroupLimits limits_;
   mutable std::mutex mu_;
   std::deque<Request*> queue_;  // submitted, not yet done; the front one leads
   std::size_t groups_ = 0, requests_ = 0;
+  std::size_t last_group_size_ = 0;  // of the group served last
 };
 
 }  // namespace kvq::combining

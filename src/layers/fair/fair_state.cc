@@ -63,7 +63,10 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
       options_(validated(options)),
       tenant_options_(tenant_options_of(options_)),
       markers_(db_, keys_.control(), options_.marker_ttl) {
-  if (options_.combine) pops_ = std::make_unique<combining::Combiner>(combining::GroupLimits{});
+  if (options_.combine) {
+    pops_ = std::make_unique<combining::Combiner>(
+        combining::GroupLimits{.yield_when_alone = options_.combine_favors_latency});
+  }
 }
 
 Queue FairState::tenant_queue(std::string_view tenant) const {
