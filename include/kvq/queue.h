@@ -86,10 +86,10 @@ struct QueueOptions {
   // idempotent under commit_unknown_result). docs/queues.md, "Combining". Default: false.
   bool combine = false;
   // With combine: favour the tail latency over throughput when the process has more threads on
-  // this object than cores. A thread that leads a group alone right after a group of several first
-  // yields its core to the threads it just woke. Measured on 2 cores, 32 threads: push and pop p99
-  // 2-4 ms -> 0.4-0.7 ms, for 10-35 % fewer operations per second (docs/benchmarks.md, run F).
-  // Default: false.
+  // this object than cores. A thread about to lead a group of its own operation alone, right after
+  // a group of several was served, first yields its core to the threads that group woke. Measured
+  // on 2 cores, 32 threads: push and pop p99 2-4 ms -> 0.4-0.7 ms, for 10-35 % fewer operations per
+  // second (docs/benchmarks.md, run F). Default: false.
   bool combine_favors_latency = false;
 };
 

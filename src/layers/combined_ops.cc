@@ -25,7 +25,8 @@ struct PopRequest : combining::Request {
 };
 
 // Groups that fit in one transaction of `db`: about two engine operations per item (etcd counts
-// them), and half the byte limit for the pushed values.
+// them), and half the byte limit for the pushed values; leaders yield as `options` ask
+// (combine_favors_latency).
 combining::GroupLimits group_limits(Database& db, const QueueOptions& options) {
   const TransactionLimits l = db.limits();
   const std::size_t by_ops = l.max_operations > 64 ? (l.max_operations - 32) / 2 : 1;

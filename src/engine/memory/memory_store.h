@@ -1,6 +1,6 @@
-// Internal: the in-memory MVCC VersionedStore of the "memory:" engine. An ordered map from key to
-// its version chain (keys kept in their map nodes: stored_key.h) (oldest first; a chain entry
-// without value is a tombstone). Garbage collection below forget_before()'s floor keeps, per key,
+// Internal: the in-memory MVCC VersionedStore of the "memory:" engine. An ordered map from key
+// (kept in its map node: stored_key.h) to its version chain (oldest first; a chain entry without
+// value is a tombstone). Garbage collection below forget_before()'s floor keeps, per key,
 // only the newest entry at or below the floor (and drops keys whose surviving entry is a
 // tombstone), incrementally: each apply() queues the keys it superseded, forget_before() compacts
 // those whose superseding version fell below the floor. Memory therefore tracks the live data plus

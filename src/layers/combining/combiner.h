@@ -142,8 +142,8 @@ class Combiner {
  private:
   void lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve);
   std::vector<Request*> take_group();
-  // GroupLimits::yield_when_alone: whether `lock` (held) is let go of for a yield before the next
-  // group is taken.
+  // Under mu_: whether the leader yields its core before it takes the next group
+  // (GroupLimits::yield_when_alone).
   bool should_yield() const;
   Request* finish(const std::vector<Request*>& group, const std::exception_ptr& error);
 
