@@ -12,7 +12,6 @@
 namespace kvq::pipeline {
 namespace {
 
-using engine::KeyRange;
 using engine::Mutation;
 using engine::MutationType;
 
