@@ -1,7 +1,8 @@
 // The flat combiner (src/layers/combining/combiner.h) on its own: requests queued while a leader
 // serves form the next group, served by one call in submission order; every request gets its
 // group's error; group limits (count, weight) hold; a leader serves the groups queued behind it,
-// up to its turn's limit, then hands the lead on; many threads get every request served once.
+// up to its turn's limit, then hands the lead on; many threads get every request served once,
+// whether followers poll or sleep; a wake-up's poll sees a post or gives up after its budget.
 #include "layers/combining/combiner.h"
 
 #include <gtest/gtest.h>
@@ -197,6 +198,38 @@ TEST(Combiner, ManyThreadsGetEveryRequestServedOnceWithinTheLimits) {
 // group; requests queued meanwhile join that group, each still served once.
 TEST(Combiner, ALeaderThatYieldsWhenAloneStillServesEveryRequestOnce) {
   expect_every_request_served_once({.max_count = 4, .max_weight = 10, .yield_when_alone = true});
+}
+
+// GroupLimits::follower_poll: followers that poll their wake-ups for long (so most are served or
+// made the leader while polling) and followers that never poll both get every request served once.
+TEST(Combiner, FollowersThatPollOrSleepStillGetEveryRequestServedOnce) {
+  expect_every_request_served_once(
+      {.max_count = 4, .max_weight = 10, .follower_poll = std::chrono::seconds(10)});
+  expect_every_request_served_once(
+      {.max_count = 4, .max_weight = 10, .follower_poll = std::chrono::microseconds(0)});
+}
+
+// Wakeup::poll_for returns true once post() came (before or during the poll) and false when the
+// budget ran out without it; wait() then still returns on the post.
+TEST(Wakeup, PollForSeesAPostAndGivesUpAfterItsBudget) {
+  Wakeup posted_first;
+  posted_first.post();
+  EXPECT_TRUE(posted_first.poll_for(std::chrono::microseconds(1)));
+
+  Wakeup posted_later;
+  std::thread poster([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    posted_later.post();
+  });
+  EXPECT_TRUE(posted_later.poll_for(std::chrono::seconds(30)));
+  poster.join();
+
+  Wakeup never_in_time;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(never_in_time.poll_for(std::chrono::milliseconds(3)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(3));
+  never_in_time.post();
+  never_in_time.wait();
 }
 
 }  // namespace

@@ -8,6 +8,32 @@ namespace {
 
 std::atomic<std::uint64_t> total_groups{0}, total_requests{0};
 
+// The followers of this process polling their wake-ups now (Combiner::await), at most
+// kMaxPolling: one fewer than the cores, so that polling never takes the core a leader needs.
+std::atomic<int> polling{0};
+const int kMaxPolling = static_cast<int>(std::thread::hardware_concurrency()) - 1;
+
+// A place among the polling followers, if one is free (held until destroyed).
+class PollingPlace {
+ public:
+  PollingPlace() {
+    int now = polling.load(std::memory_order_relaxed);
+    while (now < kMaxPolling &&
+           !polling.compare_exchange_weak(now, now + 1, std::memory_order_relaxed)) {
+    }
+    held_ = now < kMaxPolling;
+  }
+  ~PollingPlace() {
+    if (held_) polling.fetch_sub(1, std::memory_order_relaxed);
+  }
+  PollingPlace(const PollingPlace&) = delete;
+  PollingPlace& operator=(const PollingPlace&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  bool held_ = false;
+};
+
 }  // namespace
 
 CombiningTotals combining_totals() {
@@ -20,7 +46,7 @@ void Combiner::submit(Request& r, const Serve& serve) {
   queue_.push_back(&r);
   if (queue_.front() != &r) {
     lock.unlock();
-    r.wake_.wait();  // posted once: served by a leader, or made the leader
+    await(r);  // posted once: served by a leader, or made the leader
     if (!r.done_) {
       lock.lock();
       lead(r, lock, serve);
@@ -29,6 +55,28 @@ void Combiner::submit(Request& r, const Serve& serve) {
     lead(r, lock, serve);
   }
   if (r.error_) std::rethrow_exception(r.error_);
+}
+
+void Combiner::await(Request& r) const {
+  if (worth_polling()) {
+    const PollingPlace place;
+    if (place.held() && r.wake_.poll_for(limits_.follower_poll)) return;
+  }
+  r.wake_.wait();
+}
+
+bool Combiner::worth_polling() const {
+  const auto budget_ns = std::chrono::nanoseconds(limits_.follower_poll).count();
+  return budget_ns > 0 && !limits_.yield_when_alone &&
+         serve_ns_.load(std::memory_order_relaxed) <= budget_ns;
+}
+
+void Combiner::note_serve_time(common::SteadyTime started) {
+  const std::int64_t took =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(common::clock().steady_now() - started)
+          .count();
+  const std::int64_t mean = serve_ns_.load(std::memory_order_relaxed);
+  serve_ns_.store(mean + (took - mean) / kServeTimeWeight, std::memory_order_relaxed);
 }
 
 // Serves the group queued now, `r` (at the front) first, outside the lock (others keep queueing),
@@ -48,12 +96,14 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
     std::vector<Request*> group = take_group();
     last_group_size_ = group.size();
     lock.unlock();
+    const common::SteadyTime started = common::clock().steady_now();
     std::exception_ptr error;
     try {
       serve(group);
     } catch (...) {
       error = std::current_exception();
     }
+    note_serve_time(started);
     lock.lock();
     // While the queue is not empty, the requests queued since wait behind its front one, whose
     // thread waits to be woken: this thread may go on serving them.

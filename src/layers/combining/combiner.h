@@ -6,7 +6,8 @@
 // meanwhile the same way, until its turn ends (GroupLimits), wakes the next leader and returns. A
 // follower only waits on its own wake-up, posted once (served, or made the leader) after the
 // leader has let go of the queue's lock, so a woken follower never blocks again on that lock: no
-// extra thread, no polling, one wake-up per request.
+// extra thread, one wake-up per request. While cores are free, one follower per spare core polls
+// its wake-up for a bounded time before it sleeps (GroupLimits::follower_poll).
 //
 // Requests are served in the order they were submitted. If serve throws, every request of its
 // group gets that exception (the group is one transaction: it took effect for all or none).
@@ -21,6 +22,7 @@
 
 #include <semaphore.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -61,6 +63,17 @@ class Wakeup {
     posted_ = true;
     cv_.notify_one();
   }
+  // Polls for post() for up to `budget` (without sleeping): true if it came, and then wait() must
+  // not be called. Always false on a thread the installed clock schedules.
+  bool poll_for(std::chrono::microseconds budget) {
+    if (through_clock_) return false;
+    const auto until = std::chrono::steady_clock::now() + budget;
+    for (unsigned i = 1;; ++i) {
+      if (sem_trywait(&sem_) == 0) return true;
+      spin_pause();
+      if (i % kPollsPerClockRead == 0 && std::chrono::steady_clock::now() >= until) return false;
+    }
+  }
   // Returns after post() (at once if it came first).
   void wait() {
     if (!through_clock_) {
@@ -73,6 +86,13 @@ class Wakeup {
   }
 
  private:
+  static constexpr unsigned kPollsPerClockRead = 64;
+  static void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+
   // Decided where the Wakeup is made: on the thread that will wait.
   const bool through_clock_ = common::clock().schedules_calling_thread();
   sem_t sem_;
@@ -111,6 +131,14 @@ struct GroupLimits {
   // operations per second (docs/benchmarks.md, run F). Not on threads the installed clock
   // schedules (kvq simulate), whose order the clock decides.
   bool yield_when_alone = false;
+  // A follower first polls its wake-up for up to this long before it sleeps, if fewer than
+  // (cores - 1) threads of the process poll already (so none on one core) and this combiner's
+  // groups take no longer than that to serve (Combiner::worth_polling). A follower served while
+  // it polls needs no wake-up, and its polling keeps its core from going idle: on the 2-core
+  // virtual machines kvq is measured on, a semaphore round trip between two threads takes 20 us
+  // when the other core is idle and 7 us when it is busy (docs/benchmarks.md, run G). 0: always
+  // sleep at once.
+  std::chrono::microseconds follower_poll{50};
 };
 
 // Groups and requests served by every Combiner of this process so far (for the simulator, which
@@ -140,6 +168,15 @@ class Combiner {
   std::size_t requests() const;
 
  private:
+  // A follower's wait for its wake-up: polled first if worth_polling() and a polling place is
+  // free, else slept.
+  void await(Request& r) const;
+  // Whether a follower polls (GroupLimits::follower_poll): not when the leader yields
+  // (yield_when_alone), nor while groups take longer than the budget to serve (a commit that
+  // waits for an fsync or a Raft round: the follower would poll in vain).
+  bool worth_polling() const;
+  // Adds the time serving a group started at `started` took to serve_ns_.
+  void note_serve_time(common::SteadyTime started);
   void lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve);
   std::vector<Request*> take_group();
   // Under mu_: whether the leader yields its core before it takes the next group
@@ -152,6 +189,9 @@ class Combiner {
   std::deque<Request*> queue_;  // submitted, not yet done; the front one leads
   std::size_t groups_ = 0, requests_ = 0;
   std::size_t last_group_size_ = 0;  // of the group served last
+  // How long serving a group takes, in ns: a moving mean, each group weighing 1/kServeTimeWeight.
+  static constexpr std::int64_t kServeTimeWeight = 8;
+  std::atomic<std::int64_t> serve_ns_{0};
 };
 
 }  // namespace kvq::combining
