@@ -64,8 +64,12 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
       tenant_options_(tenant_options_of(options_)),
       markers_(db_, keys_.control(), options_.marker_ttl) {
   if (options_.combine) {
+    // No follower polls: a fair group takes twice a Queue group's time to serve, so the leader,
+    // not the followers' wake-ups, bounds it (polling gave the same pops/s for 25 % more CPU per
+    // pop at 32 threads; docs/benchmarks.md, run G).
     pops_ = std::make_unique<combining::Combiner>(
-        combining::GroupLimits{.yield_when_alone = options_.combine_favors_latency});
+        combining::GroupLimits{.yield_when_alone = options_.combine_favors_latency,
+                               .follower_poll = std::chrono::microseconds(0)});
   }
 }
 
