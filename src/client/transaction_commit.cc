@@ -133,6 +133,8 @@ void TransactionState::reset() {
 
 TransactionUsage TransactionState::usage() {
   check_usable();
+  // Engines without an operation bound count none: skip merging (copying) the read ranges.
+  if (engine_->limits().max_operations == TransactionLimits{}.max_operations) return {size_, 0};
   return TransactionUsage{size_, session().operations(conflicts_.merged_reads(), mutations_)};
 }
 
