@@ -65,10 +65,13 @@ void Combiner::await(Request& r) const {
   r.wake_.wait();
 }
 
+bool Combiner::followers_may_poll() const {
+  return limits_.follower_poll.count() > 0 && !limits_.yield_when_alone;
+}
+
 bool Combiner::worth_polling() const {
-  const auto budget_ns = std::chrono::nanoseconds(limits_.follower_poll).count();
-  return budget_ns > 0 && !limits_.yield_when_alone &&
-         serve_ns_.load(std::memory_order_relaxed) <= budget_ns;
+  return followers_may_poll() && serve_ns_.load(std::memory_order_relaxed) <=
+                                     std::chrono::nanoseconds(limits_.follower_poll).count();
 }
 
 void Combiner::note_serve_time(common::SteadyTime started) {
@@ -96,14 +99,15 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
     std::vector<Request*> group = take_group();
     last_group_size_ = group.size();
     lock.unlock();
-    const common::SteadyTime started = common::clock().steady_now();
+    const bool timed = followers_may_poll();  // else nobody reads the serve time
+    const common::SteadyTime started = timed ? common::clock().steady_now() : common::SteadyTime();
     std::exception_ptr error;
     try {
       serve(group);
     } catch (...) {
       error = std::current_exception();
     }
-    note_serve_time(started);
+    if (timed) note_serve_time(started);
     lock.lock();
     // While the queue is not empty, the requests queued since wait behind its front one, whose
     // thread waits to be woken: this thread may go on serving them.

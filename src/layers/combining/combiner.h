@@ -171,9 +171,12 @@ class Combiner {
   // A follower's wait for its wake-up: polled first if worth_polling() and a polling place is
   // free, else slept.
   void await(Request& r) const;
-  // Whether a follower polls (GroupLimits::follower_poll): not when the leader yields
-  // (yield_when_alone), nor while groups take longer than the budget to serve (a commit that
-  // waits for an fsync or a Raft round: the follower would poll in vain).
+  // Whether the limits let followers poll at all: a budget, and a leader that does not yield
+  // (yield_when_alone). Only then do leaders time their groups.
+  bool followers_may_poll() const;
+  // Whether a follower polls now (GroupLimits::follower_poll): if followers_may_poll() and groups
+  // take no longer than the budget to serve (not a commit that waits for an fsync or a Raft
+  // round: the follower would poll in vain).
   bool worth_polling() const;
   // Adds the time serving a group started at `started` took to serve_ns_.
   void note_serve_time(common::SteadyTime started);
