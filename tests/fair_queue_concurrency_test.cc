@@ -15,6 +15,7 @@
 
 #include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
+#include "layers/contention/stats.h"
 #include "support/fair_fixture.h"
 #include "support/figures.h"
 #include "tools/kvq/history.h"
@@ -42,6 +43,7 @@ class FairQueueConcurrencyTest : public FairTest {
     if (GetParam() == "rocksdb") return small ? 1600 : 4000;
     return static_cast<int>(testing::test_items() / 5);
   }
+  void run_with_unknown_results(const FairQueueOptions& options);
 };
 
 // The history of one tenant: its pushes and the pops that returned its items.
@@ -52,8 +54,10 @@ struct TenantHistory {
 };
 
 // 8 producers push to `tenants` tenants while 8 consumers pop, then the history of each tenant is
-// checked.
-void run_and_check_history(FairQueue& fq, int n, int tenants = kTenants) {
+// checked. With `other`, half the consumers pop through it (another object on the same subspace:
+// two combiners whose groups conflict, as two processes' would).
+void run_and_check_history(FairQueue& fq, int n, int tenants = kTenants,
+                           FairQueue* other = nullptr) {
   const int producers = kThreads / 2;
   std::vector<TenantHistory> by_tenant(static_cast<std::size_t>(tenants));
   std::mutex mu;
@@ -73,11 +77,12 @@ void run_and_check_history(FairQueue& fq, int n, int tenants = kTenants) {
     });
   }
   for (int c = 0; c < kThreads - producers; ++c) {
-    threads.emplace_back([&] {
+    FairQueue* popper = other && c % 2 == 1 ? other : &fq;
+    threads.emplace_back([&, popper] {
       for (int empties = 0; empties < 2;) {
         const bool done = producing.load() == 0;
         const std::int64_t start = now_ns();
-        std::optional<FairItem> item = fq.pop();
+        std::optional<FairItem> item = popper->pop();
         empties = (!item && done) ? empties + 1 : 0;
         if (!item) continue;
         history::Pop h{history::PopKind::kFifo, item->value, start, now_ns()};
@@ -123,6 +128,29 @@ TEST_P(FairQueueConcurrencyTest, CombinedPopsFavoringLatencyDeliverEveryItemOnce
   o.combine_favors_latency = true;
   FairQueue fq = make(o);
   run_and_check_history(fq, items());
+}
+
+// 8 poppers on one FairQueue conflict with each other: the conflicting ones queue up as
+// high-contention requests, served from the staging range the fulfiller fills with the next turns.
+TEST_P(FairQueueConcurrencyTest, HighContentionPopsDeliverEveryItemOnceAndInOrderWithinEachTenant) {
+  FairQueueOptions o;
+  o.high_contention = true;
+  FairQueue fq = make(o);
+  const std::uint64_t staged = detail::contention_stats().staged_pops.load();
+  run_and_check_history(fq, items());
+  EXPECT_GT(detail::contention_stats().staged_pops.load(), staged) << "no pop was staged";
+}
+
+// Combined groups of two objects whose pop batches conflict stage as one request per group.
+TEST_P(FairQueueConcurrencyTest, CombinedHighContentionPopsDeliverEveryItemOnceAndInOrder) {
+  FairQueueOptions o;
+  o.combine = true;
+  o.high_contention = true;
+  FairQueue fq = make(o);
+  FairQueue other = make(o);
+  const std::uint64_t staged = detail::contention_stats().staged_pops.load();
+  run_and_check_history(fq, items(), kTenants, &other);
+  EXPECT_GT(detail::contention_stats().staged_pops.load(), staged) << "no group was staged";
 }
 
 // A tenant alone in the ring gets a whole combined group's pops in one batch.
@@ -292,15 +320,16 @@ TEST_P(FairQueueConcurrencyTest, LeaseLimitOfTwoHoldsWithSixteenWorkers) {
 }
 
 // Pushes, pops, takes and acks whose commits report commit_unknown_result (applied or not), from
-// 4 threads: every item is delivered exactly once (the own-loop forms are marked).
-TEST_P(FairQueueConcurrencyTest, UnknownCommitResultsNeitherDuplicateNorLoseItems) {
+// 4 threads: every item is delivered exactly once (the own-loop forms are marked; staged pops
+// find their slot consumed or not).
+void FairQueueConcurrencyTest::run_with_unknown_results(const FairQueueOptions& options) {
   engine::FaultInjectionOptions faults;
   faults.unknown_not_applied = 0.1;
   faults.unknown_applied = 0.1;
   faults.seed = 11;
   auto faulty = std::make_shared<engine::FaultInjectionEngine>(db_->engine(), faults);
   const auto faulty_db = std::make_shared<Database>(faulty, "faulty");
-  FairQueue fq(faulty_db, space_);
+  FairQueue fq(faulty_db, space_, options);
   constexpr int kClients = 4;
   const int each = on_etcd() ? 30 : 150;
   std::mutex mu;
@@ -331,6 +360,16 @@ TEST_P(FairQueueConcurrencyTest, UnknownCommitResultsNeitherDuplicateNorLoseItem
   testing::record_figure(testing::kOperationsChecked, 2 * kClients * each);
   EXPECT_EQ(got.size(), static_cast<std::size_t>(kClients * each));
   EXPECT_EQ(std::set<std::string>(got.begin(), got.end()).size(), got.size()) << "an item twice";
+}
+
+TEST_P(FairQueueConcurrencyTest, UnknownCommitResultsNeitherDuplicateNorLoseItems) {
+  run_with_unknown_results({});
+}
+
+TEST_P(FairQueueConcurrencyTest, UnknownCommitResultsOfHighContentionPopsLoseNothing) {
+  FairQueueOptions o;
+  o.high_contention = true;
+  run_with_unknown_results(o);
 }
 
 KVQ_FAIR_ENGINES(FairQueueConcurrencyTest);

@@ -13,6 +13,7 @@
 #include "kvq/kvq.h"
 #include "layers/contention/stats.h"
 #include "support/layer_fixture.h"
+#include "support/staged_requests.h"
 
 namespace kvq {
 namespace {
@@ -21,6 +22,10 @@ using testing::LayerTest;
 
 class HighContentionTest : public LayerTest {
  protected:
+  void SetUp() override {
+    LayerTest::SetUp();
+    if (db_) staged_ = std::make_unique<testing::StagedRequests>(db_, control());
+  }
   Subspace control() const { return space_.subspace(Tuple().append("kvq")); }
   // A Queue over the test's subspace with high-contention pops and otherwise default options.
   Queue hc_queue() const {
@@ -28,95 +33,14 @@ class HighContentionTest : public LayerTest {
     o.high_contention = true;
     return Queue(db_, space_, o);
   }
-  std::string slot_key(const std::string& id) const {
-    return control().pack(Tuple().append("slot").append(Bytes(id)));
-  }
-  // Registers a request for `count` pops for `id` exactly as a popper (or a combined group of
-  // `count` pops) does; count 1 is written as kvq did before group requests, without the count.
-  void add_phantom_request(const std::string& id, std::int64_t side = 0, std::int64_t count = 1) {
-    Tuple request = Tuple().append(Bytes(id)).append(side);
-    if (count != 1) request.append(count);
-    db_->run([&](Transaction& tr) {
-      tr.set_versionstamped_key(control().pack_with_versionstamp(
-                                    Tuple().append("req").append(Versionstamp::incomplete())),
-                                request.pack());
-      std::string slot("\x00", 1);
-      slot.append(10, '\0');
-      slot.append("\x01\x00\x00\x00", 4);
-      tr.set_versionstamped_value(slot_key(id), slot);
-      tr.atomic_add(control().pack(Tuple().append("waiting")), std::int64_t{1});
-    });
-  }
-  void hold_lease(std::chrono::milliseconds for_how_long) {
-    const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
-    db_->run([&](Transaction& tr) {
-      tr.set(control().pack(Tuple().append("lease")),
-             Tuple().append(Bytes("someone-else")).append(now + for_how_long.count()).pack());
-    });
-  }
-  void release_lease() {
-    db_->run([&](Transaction& tr) { tr.clear(control().pack(Tuple().append("lease"))); });
-  }
-  std::optional<std::string> get(const std::string& key) {
-    return db_->run([&](Transaction& tr) { return tr.get(key); });
-  }
-  // The values delivered to `id`'s slot, in order (docs/queues.md: \x01 + le32 key length + key +
-  // value; \x04 + key with the value in res; \x05 + (le32 key length + key + le32 value length +
-  // value) per item); none if the slot is in another state.
-  std::vector<std::string> delivered_items(const std::string& id) {
-    auto s = get(slot_key(id));
-    if (!s || s->empty()) return {};
-    if ((*s)[0] == '\x04')
-      return {get(control().pack(Tuple().append("res").append(Bytes(id)))).value_or("?")};
-    if ((*s)[0] == '\x01') return {s->substr(5 + common::decode_le32(s->substr(1)))};
-    std::vector<std::string> out;
-    for (std::size_t at = 1; (*s)[0] == '\x05' && at + 4 <= s->size();) {
-      at += 4 + common::decode_le32(s->substr(at));  // the item's key
-      const std::uint32_t n = common::decode_le32(s->substr(at));
-      out.push_back(s->substr(at + 4, n));
-      at += 4 + n;
-    }
-    return out;
-  }
-  // The values delivered to `id`'s slot joined by ","; "<absent>", "<empty>" (\x02) or
-  // "<waiting>" when none was.
-  std::string delivered(const std::string& id) {
-    auto s = get(slot_key(id));
-    if (!s || s->empty()) return "<absent>";
-    if ((*s)[0] == '\x02') return "<empty>";
-    std::vector<std::string> items = delivered_items(id);
-    if (items.empty()) return "<waiting>";
-    std::string out = items[0];
-    for (std::size_t i = 1; i < items.size(); ++i) out += "," + items[i];
-    return out;
-  }
-  // `n` phantom requests with ids "phantom-<i>" padded to 20 bytes, registered in order, a few
-  // per transaction (etcd bounds the operations of one).
-  std::vector<std::string> add_phantoms(int n, std::int64_t side = 0, std::int64_t count = 1) {
-    std::vector<std::string> ids;
-    for (int i = 0; i < n; ++i) {
-      std::string id = "phantom-" + std::to_string(100000 + i);
-      id.resize(20, '.');
-      add_phantom_request(id, side, count);
-      ids.push_back(id);
-    }
-    return ids;
-  }
-  std::int64_t count(const char* kind) {
-    return db_->run([&](Transaction& tr) {
-      KeyRange r = control().range(Tuple().append(kind));
-      return static_cast<std::int64_t>(tr.get_range(r.begin, r.end).size());
-    });
-  }
+  std::unique_ptr<testing::StagedRequests> staged_;
 };
 
 TEST_P(HighContentionTest, TimedOutPopLeavesItemInQueueAndWithdrawsItsRequest) {
   Queue q = hc_queue();
   q.push("item");
-  add_phantom_request(std::string(20, 'P'));
-  hold_lease(std::chrono::minutes(1));
+  staged_->add_phantom_request(std::string(20, 'P'));
+  staged_->hold_lease(std::chrono::minutes(1));
   const auto t0 = std::chrono::steady_clock::now();
   try {
     q.pop(std::chrono::milliseconds(100));
@@ -139,11 +63,11 @@ TEST_P(HighContentionTest, NewPopDoesNotOvertakeWaitingRequest) {
   Queue q = hc_queue();
   q.push("first");
   const std::string phantom(20, 'P');
-  add_phantom_request(phantom);
+  staged_->add_phantom_request(phantom);
   // The new pop finds a request waiting, queues behind it, fulfils both in order: the phantom gets
   // the only item, the new pop finds the queue empty.
   EXPECT_EQ(q.pop(), std::nullopt);
-  EXPECT_EQ(delivered(phantom), "first");
+  EXPECT_EQ(staged_->delivered(phantom), "first");
   EXPECT_EQ(q.size(), 0);
 }
 
@@ -155,10 +79,10 @@ TEST_P(HighContentionTest, ComposedPopServesWaitingRequestsFirst) {
   pq.push("high", 9);
   pq.push("mid", 5);
   const std::string phantom(20, 'M');
-  add_phantom_request(phantom, /*side=max*/ 1);
+  staged_->add_phantom_request(phantom, /*side=max*/ 1);
   auto got = db_->run([&](Transaction& tr) { return pq.pop_max(tr); });
   EXPECT_EQ(got, "mid");
-  EXPECT_EQ(delivered(phantom), "high");
+  EXPECT_EQ(staged_->delivered(phantom), "high");
   EXPECT_EQ(pq.size(), 1);
   EXPECT_EQ(pq.pop_min(), "low");
 }
@@ -170,8 +94,8 @@ TEST_P(HighContentionTest, WaiterTakesOverFromVanishedFulfillerAfterLease) {
   Queue q(db_, space_, o);
   q.push("a");
   q.push("b");
-  add_phantom_request(std::string(20, 'P'));
-  hold_lease(std::chrono::milliseconds(200));  // a fulfiller that died
+  staged_->add_phantom_request(std::string(20, 'P'));
+  staged_->hold_lease(std::chrono::milliseconds(200));  // a fulfiller that died
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(q.pop(), "b");  // the phantom's older request got "a"
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
@@ -182,9 +106,9 @@ TEST_P(HighContentionTest, ClearAnswersWaitingRequestsWithEmpty) {
   Queue q = hc_queue();
   q.push("x");
   const std::string phantom(20, 'P');
-  add_phantom_request(phantom);
+  staged_->add_phantom_request(phantom);
   q.clear();
-  EXPECT_EQ(delivered(phantom), "<empty>");
+  EXPECT_EQ(staged_->delivered(phantom), "<empty>");
   EXPECT_EQ(q.size(), 0);
   EXPECT_EQ(q.pop(), std::nullopt);
 }
@@ -194,13 +118,13 @@ TEST_P(HighContentionTest, ClearAnswersWaitingRequestsWithEmpty) {
 // engine's limits; every request is served, in order.
 TEST_P(HighContentionTest, ManyWaitingRequestsAreServedInOrderWithinTheEngineLimits) {
   Queue q = hc_queue();
-  auto ids = add_phantoms(160);
+  auto ids = staged_->add_phantoms(160);
   for (int i = 0; i < 161; ++i) q.push("item-" + std::to_string(i));
   EXPECT_EQ(q.pop(), "item-160");  // behind every phantom
   for (int i = 0; i < 160; ++i)
-    EXPECT_EQ(delivered(ids[static_cast<std::size_t>(i)]), "item-" + std::to_string(i));
+    EXPECT_EQ(staged_->delivered(ids[static_cast<std::size_t>(i)]), "item-" + std::to_string(i));
   EXPECT_EQ(q.size(), 0);
-  EXPECT_EQ(count("req"), 0);
+  EXPECT_EQ(staged_->count("req"), 0);
 }
 
 // Issue 16, defect 1 (bytes): 120 requests for 99,000-byte items used to make one 12 MB batch
@@ -209,7 +133,7 @@ TEST_P(HighContentionTest, RequestsForLargeItemsAreServedWithinTheByteLimit) {
   PriorityQueueOptions o;
   o.high_contention = true;
   PriorityQueue pq(db_, space_, o);
-  auto ids = add_phantoms(120, /*side=max*/ 1);
+  auto ids = staged_->add_phantoms(120, /*side=max*/ 1);
   auto big = [](int i) {
     std::string v = "big-" + std::to_string(1000 + i);
     v.resize(99'000, static_cast<char>('a' + i % 26));
@@ -218,9 +142,9 @@ TEST_P(HighContentionTest, RequestsForLargeItemsAreServedWithinTheByteLimit) {
   for (int i = 0; i < 121; ++i) pq.push(big(i), /*priority=*/i);
   EXPECT_EQ(pq.pop_min(), big(0));  // every phantom asked for the max: newest priorities first
   for (int i = 0; i < 120; ++i)
-    EXPECT_EQ(delivered(ids[static_cast<std::size_t>(i)]), big(120 - i)) << i;
+    EXPECT_EQ(staged_->delivered(ids[static_cast<std::size_t>(i)]), big(120 - i)) << i;
   EXPECT_EQ(pq.size(), 0);
-  EXPECT_EQ(count("req"), 0);
+  EXPECT_EQ(staged_->count("req"), 0);
 }
 
 // A combined group of pops stages as one request for several items: the fulfiller answers it with
@@ -229,11 +153,11 @@ TEST_P(HighContentionTest, GroupRequestGetsTheNextItemsInOrder) {
   Queue q = hc_queue();
   for (int i = 0; i < 5; ++i) q.push("item-" + std::to_string(i));
   const std::string group(20, 'G');
-  add_phantom_request(group, /*side=*/0, /*count=*/3);
+  staged_->add_phantom_request(group, /*side=*/0, /*count=*/3);
   EXPECT_EQ(q.pop(), "item-3");  // behind the group's three
-  EXPECT_EQ(delivered(group), "item-0,item-1,item-2");
+  EXPECT_EQ(staged_->delivered(group), "item-0,item-1,item-2");
   EXPECT_EQ(q.size(), 1);
-  EXPECT_EQ(count("req"), 0);
+  EXPECT_EQ(staged_->count("req"), 0);
 }
 
 // Group requests whose items outgrow one transaction of the engine (etcd's --max-txn-ops) get
@@ -241,19 +165,19 @@ TEST_P(HighContentionTest, GroupRequestGetsTheNextItemsInOrder) {
 TEST_P(HighContentionTest, GroupRequestsAreCutToTheEngineLimitsInOrder) {
   Queue q = hc_queue();
   constexpr int kItems = 241;
-  auto ids = add_phantoms(6, /*side=*/0, /*count=*/40);
+  auto ids = staged_->add_phantoms(6, /*side=*/0, /*count=*/40);
   for (int i = 0; i < kItems; ++i) q.push("item-" + std::to_string(i));
   const std::optional<std::string> mine = q.pop();
   std::vector<std::string> items;
   for (const std::string& id : ids) {
-    const std::vector<std::string> got = delivered_items(id);
-    ASSERT_FALSE(got.empty()) << delivered(id);
+    const std::vector<std::string> got = staged_->delivered_items(id);
+    ASSERT_FALSE(got.empty()) << staged_->delivered(id);
     items.insert(items.end(), got.begin(), got.end());
   }
   for (std::size_t i = 0; i < items.size(); ++i) EXPECT_EQ(items[i], "item-" + std::to_string(i));
   EXPECT_EQ(mine, "item-" + std::to_string(items.size()));
   EXPECT_EQ(q.size(), kItems - static_cast<std::int64_t>(items.size()) - 1);
-  EXPECT_EQ(count("req"), 0);
+  EXPECT_EQ(staged_->count("req"), 0);
 }
 
 // A slot holds at most one value's bytes (100,000): a group request for big items gets what fits.
@@ -261,9 +185,9 @@ TEST_P(HighContentionTest, GroupRequestForBigItemsGetsWhatFitsInOneSlot) {
   Queue q = hc_queue();
   for (char c : {'a', 'b', 'c'}) q.push(std::string(60'000, c));
   const std::string group(20, 'G');
-  add_phantom_request(group, /*side=*/0, /*count=*/3);
+  staged_->add_phantom_request(group, /*side=*/0, /*count=*/3);
   EXPECT_EQ(q.pop(), std::string(60'000, 'b'));
-  EXPECT_EQ(delivered(group), std::string(60'000, 'a'));
+  EXPECT_EQ(staged_->delivered(group), std::string(60'000, 'a'));
   EXPECT_EQ(q.size(), 1);
 }
 
@@ -281,15 +205,15 @@ TEST_P(HighContentionTest, ItemsDeliveredToAnAbandonedGroupGoBack) {
                           .count();
   const std::string gone =
       common::encode_be64(static_cast<std::uint64_t>(now_ms)) + std::string(12, 'A');
-  add_phantom_request(gone, /*side=*/0, /*count=*/3);
+  staged_->add_phantom_request(gone, /*side=*/0, /*count=*/3);
   EXPECT_EQ(q.pop(), "item-3");
-  EXPECT_EQ(delivered(gone), "item-0,item-1,item-2");
+  EXPECT_EQ(staged_->delivered(gone), "item-0,item-1,item-2");
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const std::string next(20, 'N');
-  add_phantom_request(next);  // the next pop queues up behind it, and its batch reclaims
+  staged_->add_phantom_request(next);  // the next pop queues up behind it, and its batch reclaims
   EXPECT_EQ(q.pop(), "item-1");
-  EXPECT_EQ(delivered(next), "item-0");
-  EXPECT_EQ(delivered(gone), "<absent>");
+  EXPECT_EQ(staged_->delivered(next), "item-0");
+  EXPECT_EQ(staged_->delivered(gone), "<absent>");
   EXPECT_EQ(q.size(), 1);
 }
 
@@ -307,20 +231,20 @@ TEST_P(HighContentionTest, CombinedPopsThatMustQueueUpStageAsOneRequestPerGroup)
   constexpr int kThreads = 8;
   for (int i = 0; i < kThreads + 2; ++i) q.push("item-" + std::to_string(i));
   const std::string early(20, 'E'), late(20, 'L');
-  add_phantom_request(early);
-  hold_lease(std::chrono::milliseconds(500));
+  staged_->add_phantom_request(early);
+  staged_->hold_lease(std::chrono::milliseconds(500));
   detail::ContentionStats& stats = detail::contention_stats();
   const std::uint64_t requests = stats.requests.load(), staged = stats.staged_pops.load();
   std::vector<std::optional<std::string>> got(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { got[t] = q.pop(); });
-  while (count("req") < 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  add_phantom_request(late);
+  while (staged_->count("req") < 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  staged_->add_phantom_request(late);
   for (auto& t : threads) t.join();
   EXPECT_EQ(stats.staged_pops.load() - staged, static_cast<std::uint64_t>(kThreads));
   EXPECT_LE(stats.requests.load() - requests, 2u);
-  EXPECT_EQ(delivered(early), "item-0");
-  std::vector<std::string> all{delivered(early), delivered(late)};
+  EXPECT_EQ(staged_->delivered(early), "item-0");
+  std::vector<std::string> all{staged_->delivered(early), staged_->delivered(late)};
   for (const auto& v : got) all.push_back(v.value_or("<none>"));
   std::sort(all.begin(), all.end());
   std::vector<std::string> want;

@@ -58,6 +58,18 @@ struct FairQueueOptions {
   bool combine = false;
   // With combine: as QueueOptions::combine_favors_latency. Default: false.
   bool combine_favors_latency = false;
+  // As QueueOptions::high_contention, for pop() and pop_wait(): a pop that conflicts (with pops
+  // of other processes or FairQueue objects) registers a request, and one fulfiller answers the
+  // waiting requests in batches, in the order they were made, with the items single pops would
+  // return (it takes them from the tenants' turns into a staging range in the same transaction;
+  // docs/queues.md, "Fair queues"). With combine, a group whose pops conflict stages as one
+  // request. pop(tr) serves waiting requests first. Takes do not stage (a conflicting take
+  // retries) and do not see staged items: an item staged but not handed out (a batch out of room,
+  // a popper that died) goes to the next pop. Default: false.
+  bool high_contention = false;
+  // Tuning of high-contention mode (as QueueOptions::contention; invalid values throw
+  // invalid_option_value).
+  HighContentionOptions contention;
 };
 
 // One item popped from a FairQueue.
@@ -102,7 +114,9 @@ class FairQueue {
 
   // Removes and returns the front item of the tenant whose turn it is: tenants with ready items
   // are served round-robin, weight(tenant) items in a row each, FIFO within a tenant. nullopt if
-  // no tenant has a ready item. Idempotent under commit_unknown_result. Throws engine errors.
+  // no tenant has a ready item. Idempotent under commit_unknown_result. Throws engine errors (in
+  // high-contention mode after withdrawing its request and putting an item delivered to it back
+  // first in line, as Queue::pop).
   std::optional<FairItem> pop();
   // As pop() inside the caller's transaction.
   std::optional<FairItem> pop(Transaction& tr);

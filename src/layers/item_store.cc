@@ -16,13 +16,9 @@ namespace kvq::detail {
 namespace {
 
 const QueueOptions& validated(const QueueOptions& o) {
-  if (o.contention.batch_size < 1) {
-    throw Error(ErrorCode::kInvalidOptionValue, "queue: contention.batch_size must be >= 1");
-  }
-  if (o.contention.lease.count() < 1 || o.contention.request_ttl.count() < 1 ||
-      o.pop_timeout.count() < 0 || o.marker_ttl.count() < 1) {
-    throw Error(ErrorCode::kInvalidOptionValue,
-                "queue: lease, request_ttl and marker_ttl must be > 0, pop_timeout >= 0");
+  contention::check_options(o.contention);
+  if (o.pop_timeout.count() < 0 || o.marker_ttl.count() < 1) {
+    throw Error(ErrorCode::kInvalidOptionValue, "queue: marker_ttl must be > 0, pop_timeout >= 0");
   }
   return o;
 }

@@ -174,7 +174,11 @@ std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, Q
     case Structure::kFairQueue:
       break;
   }
-  return std::make_unique<FairTarget>(std::move(db), FairQueueOptions{.combine = o.combine});
+  FairQueueOptions fair;
+  fair.combine = o.combine;
+  fair.high_contention = o.high_contention;
+  fair.contention = o.contention;
+  return std::make_unique<FairTarget>(std::move(db), fair);
 }
 
 }  // namespace kvq::cli

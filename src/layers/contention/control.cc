@@ -90,6 +90,16 @@ Slot decode_slot(std::string_view v) {
 
 }  // namespace
 
+void check_options(const HighContentionOptions& options) {
+  if (options.batch_size < 1) {
+    throw Error(ErrorCode::kInvalidOptionValue, "queue: contention.batch_size must be >= 1");
+  }
+  if (options.lease.count() < 1 || options.request_ttl.count() < 1) {
+    throw Error(ErrorCode::kInvalidOptionValue,
+                "queue: contention.lease and contention.request_ttl must be > 0");
+  }
+}
+
 void add_size(Transaction& tr, const ItemRange& items, std::int64_t delta) {
   tr.atomic_add(items.size_key, delta);
   if (!items.total_key.empty()) tr.atomic_add(items.total_key, delta);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kvq/database.h"
+#include "kvq/queue.h"
 #include "kvq/subspace.h"
 
 namespace kvq::contention {
@@ -42,6 +43,9 @@ struct ItemRange {
   // FairQueue's ready items over all its tenants); empty: none.
   std::string total_key;
 };
+
+// Throws invalid_option_value unless batch_size >= 1 and lease and request_ttl are > 0.
+void check_options(const HighContentionOptions& options);
 
 // Adds `delta` to the item count of `items`: its size_key, and its total_key if it has one.
 void add_size(Transaction& tr, const ItemRange& items, std::int64_t delta);

@@ -38,7 +38,7 @@ struct Fulfiller::Batch {
   bool first = true;         // no request consumed yet in this transaction
   std::int64_t taken = 0;    // items taken
   bool mine_served = false;
-  std::vector<std::string> mine_values;
+  std::vector<KeyValue> mine_items;
   Cost per_request{kFirstRequestOps, kFirstRequestBytes};
   // The items this batch may hand out, read up front (two range reads, not one per request).
   std::vector<KeyValue> ends[2];  // [Side::kFront] first items, [Side::kBack] last items
@@ -48,8 +48,12 @@ struct Fulfiller::Batch {
 };
 
 Fulfiller::Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
-                     TransactionLimits limits)
-    : keys_(keys), items_(std::move(items)), options_(options), limits_(limits) {}
+                     TransactionLimits limits, Refill refill)
+    : keys_(keys),
+      items_(std::move(items)),
+      options_(options),
+      limits_(limits),
+      refill_(std::move(refill)) {}
 
 Fulfiller::Result Fulfiller::leased_batch(Transaction& tr, const std::string& me,
                                           bool hand_off_newest) {
@@ -306,7 +310,31 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
     const auto limit = static_cast<int>(std::min<std::size_t>(wanted[side], INT_MAX));
     b.ends[side] = read_end(tr, items_, static_cast<Side>(side), limit, /*snapshot=*/false);
     b.exhausted[side] = b.ends[side].size() < wanted[side];
+    if (b.exhausted[side] && refill_ && side == static_cast<int>(Side::kFront)) {
+      refill_front(tr, b, wanted[side]);
+    }
   }
+}
+
+// Has the refill stage what the front ran short of, within what the transaction has room for
+// beyond the batch's requests: their slot writes repeat each item's bytes, so a third of the
+// bytes left goes to the staged items.
+void Fulfiller::refill_front(Transaction& tr, Batch& b, std::size_t wanted) {
+  std::vector<KeyValue>& front = b.ends[static_cast<int>(Side::kFront)];
+  const TransactionUsage used = tr.usage();
+  const std::size_t requests = b.cap - b.consumed;
+  TransactionLimits room = limits_;
+  if (limits_.max_operations != kUnbounded) {
+    const std::size_t reserve = kTailOps + requests * b.per_request.ops;
+    room.max_operations = reserve >= limits_.max_operations ? 0 : limits_.max_operations - reserve;
+  }
+  const std::size_t reserve_bytes = used.bytes + kTailBytes + requests * b.per_request.bytes;
+  room.max_bytes = reserve_bytes >= limits_.max_bytes
+                       ? used.bytes
+                       : used.bytes + (limits_.max_bytes - reserve_bytes) / 3;
+  Refilled more = refill_(tr, wanted - front.size(), room);
+  for (KeyValue& item : more.items) front.push_back(std::move(item));
+  b.exhausted[static_cast<int>(Side::kFront)] = more.exhausted;
 }
 
 // How many items the operation budget leaves room to read, besides the requests' own cost (at
@@ -336,7 +364,7 @@ void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req,
   b.taken += static_cast<std::int64_t>(items.size());
   if (mine) {
     tr.clear(slot);  // the fulfiller takes its own items directly
-    for (const KeyValue* item : items) b.mine_values.push_back(item->value);
+    for (const KeyValue* item : items) b.mine_items.push_back(*item);
   } else if (items.empty()) {
     tr.set(slot, empty_slot());
   } else if (auto inline_slot = delivered_inline(items)) {
@@ -364,7 +392,7 @@ void Fulfiller::finish_leased(Transaction& tr, Batch& b, const std::string& me, 
     tr.clear(keys_.lease());
   }
   r->kind = Result::kMineTaken;
-  r->values = std::move(b.mine_values);
+  r->items = std::move(b.mine_items);
 }
 
 bool Fulfiller::hand_lease_to(Transaction& tr, const std::string& id, std::int64_t now) {

@@ -8,10 +8,18 @@
 // request of a batch is always served, so a batch always makes progress. A batch also expires
 // requests older than options.request_ttl (their poppers presumably died) and puts items delivered
 // to such poppers back where they were.
+//
+// The items a batch hands out are the first ones of the item range. A structure whose pops do
+// not simply take the first keys of one range (a FairQueue: the next tenants' turns) keeps a
+// staging range as the item range and gives a Refill: when the range holds fewer items than the
+// batch's requests ask for from its front, the fulfiller has the refill move the next items into
+// it, in the same transaction, and hands them out from there (items a batch had no room to hand
+// out stay staged, first in line for the next batch or pop).
 #ifndef KVQ_SRC_LAYERS_CONTENTION_FULFILLER_H_
 #define KVQ_SRC_LAYERS_CONTENTION_FULFILLER_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,21 +30,32 @@
 
 namespace kvq::contention {
 
+// Moves up to `n` (>= 1) next items into the item range, in `tr`, keyed after every item the range
+// holds, as fair pops would take them; `room` is what the transaction may use in all (Database::
+// limits() minus what the batch still needs: the refill stops before its usage passes it).
+// Returns the items it staged, in order, and `exhausted` if there were no more to stage (fewer
+// than n and not because of `room`).
+struct Refilled {
+  std::vector<KeyValue> items;
+  bool exhausted = false;
+};
+using Refill = std::function<Refilled(Transaction& tr, std::size_t n, const TransactionLimits& room)>;
+
 class Fulfiller {
  public:
   struct Result {
     enum Kind { kNoRequests, kServedOthers, kMineServed, kMineTaken, kNotLeader };
     Kind kind = kNoRequests;
-    std::vector<std::string> values;  // kMineTaken: what the fulfiller took for itself
+    std::vector<KeyValue> items;      // kMineTaken: what the fulfiller took for itself
     std::uint64_t served = 0;         // requests answered
     std::uint64_t expired = 0;        // abandoned requests withdrawn
     std::uint64_t reclaimed = 0;      // abandoned deliveries put back
     bool cut = false;                 // the engine's limits ended the batch early
   };
 
-  // `keys` must outlive the Fulfiller.
+  // `keys` must outlive the Fulfiller. `refill` (optional): see Refill.
   Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
-            TransactionLimits limits);
+            TransactionLimits limits, Refill refill = {});
 
   // One batch under the fulfiller lease, for the waiting popper `me`: proceeds only if the lease is
   // free, expired, ours or handed to us; renews it, and hands it on once our request is served
@@ -76,6 +95,7 @@ class Fulfiller {
   std::size_t room_for(Transaction& tr, const Batch& b);
   bool fits(const TransactionUsage& u, const Cost& per_request, std::size_t item_bytes) const;
   void read_ends(Transaction& tr, Batch& b);
+  void refill_front(Transaction& tr, Batch& b, std::size_t wanted);
   const KeyValue* peek_item(Batch& b, Side side);
   std::vector<const KeyValue*> pick_items(Batch& b, const Request& req,
                                           const TransactionUsage& before);
@@ -92,6 +112,7 @@ class Fulfiller {
   ItemRange items_;
   HighContentionOptions options_;
   TransactionLimits limits_;
+  Refill refill_;
 };
 
 }  // namespace kvq::contention

@@ -25,11 +25,11 @@ constexpr TransactionOptions kBatchOptions{.max_retry_delay = std::chrono::milli
 }  // namespace
 
 StagedPops::StagedPops(std::shared_ptr<Database> db, const Subspace& control, ItemRange items,
-                       HighContentionOptions options)
+                       HighContentionOptions options, Refill refill)
     : db_(std::move(db)),
       keys_(control),
       options_(options),
-      fulfiller_(keys_, std::move(items), options, db_->limits()) {}
+      fulfiller_(keys_, std::move(items), options, db_->limits(), std::move(refill)) {}
 
 std::optional<std::string> StagedPops::pop(Side side, Clock::time_point deadline) {
   std::vector<std::string> got = pop_many(side, 1, deadline);
@@ -39,6 +39,13 @@ std::optional<std::string> StagedPops::pop(Side side, Clock::time_point deadline
 
 std::vector<std::string> StagedPops::pop_many(Side side, std::int64_t n,
                                               Clock::time_point deadline) {
+  std::vector<std::string> values;
+  for (KeyValue& item : pop_items(side, n, deadline)) values.push_back(std::move(item.value));
+  return values;
+}
+
+std::vector<KeyValue> StagedPops::pop_items(Side side, std::int64_t n,
+                                            Clock::time_point deadline) {
   for (;;) {
     const std::string me = register_request(side, n);
     std::vector<KeyValue> in_hand;
@@ -49,7 +56,7 @@ std::vector<std::string> StagedPops::pop_many(Side side, std::int64_t n,
       abandon(me, in_hand);
       throw;
     }
-    if (!o.gone) return std::move(o.values);
+    if (!o.gone) return std::move(o.items);
     // Slower than request_ttl: the request expired (or its item went back); queue up again.
   }
 }
@@ -141,7 +148,7 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
       stats.batches.fetch_add(1, std::memory_order_relaxed);
       stats.served.fetch_add(r.served, std::memory_order_relaxed);
     }
-    if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.values)};
+    if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.items)};
     if (r.kind != Fulfiller::Result::kServedOthers) return std::nullopt;
   }
 }
@@ -177,7 +184,7 @@ StagedPops::Outcome StagedPops::settle(const std::string& me, bool withdraw_wait
         }
         if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, {}};
         if (s.kind == Slot::kDelivered) take_delivered(tr, me, &s);
-        for (const KeyValue& item : s.items) o.values.push_back(item.value);
+        o.items = s.items;
         *in_hand = std::move(s.items);
         tr.clear(slot);
         return o;

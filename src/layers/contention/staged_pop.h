@@ -36,8 +36,9 @@ class StagedPops {
   using Clock = std::chrono::steady_clock;
 
   // Requests under `control` (subspace + ("kvq",)) of the structure whose items are `items`.
+  // `refill` (optional): the fulfiller's (fulfiller.h).
   StagedPops(std::shared_ptr<Database> db, const Subspace& control, ItemRange items,
-             HighContentionOptions options);
+             HighContentionOptions options, Refill refill = {});
   StagedPops(const StagedPops&) = delete;
   StagedPops& operator=(const StagedPops&) = delete;
 
@@ -51,6 +52,8 @@ class StagedPops {
   // fewer, or the queue ran out), or none if the queue was empty when the request was answered.
   // Past `deadline`, throws timed_out unless items were already delivered.
   std::vector<std::string> pop_many(Side side, std::int64_t n, Clock::time_point deadline);
+  // As pop_many, with each item's key (where it was in the item range) beside its value.
+  std::vector<KeyValue> pop_items(Side side, std::int64_t n, Clock::time_point deadline);
   // Answers the waiting requests that fit in `tr` (composed pops and clear()).
   void serve_all(Transaction& tr) { fulfiller_.serve_all(tr); }
   // True if a slot older than request_ttl exists (a fulfilment batch would reclaim it).
@@ -62,7 +65,7 @@ class StagedPops {
   // because this popper was slower than request_ttl, or withdrawn after a timeout).
   struct Outcome {
     bool gone = false;
-    std::vector<std::string> values;
+    std::vector<KeyValue> items;
   };
 
   std::string register_request(Side side, std::int64_t n);

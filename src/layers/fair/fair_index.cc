@@ -1,18 +1,11 @@
 #include "layers/fair/fair_index.h"
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 
 #include "layers/item_keys.h"
 
 namespace kvq::detail {
-namespace {
-
-// The seq of the next ring entry placed in this process (FairIndex::place).
-std::atomic<std::int64_t> next_seq{0};
-
-}  // namespace
 
 void FairIndex::wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
                      std::string_view id) const {
@@ -137,8 +130,7 @@ void FairIndex::file(Transaction& tr, std::string_view tenant) const {
 
 void FairIndex::place(Transaction& tr, std::string_view tenant, std::int64_t credit,
                       std::int64_t weight) const {
-  const std::int64_t seq = next_seq.fetch_add(1, std::memory_order_relaxed);
-  tr.set(keys_.ring(tr.get_read_version(), seq, tenant), FairKeys::ring_value(credit, weight));
+  tr.set(keys_.ring(tr.get_read_version(), next_placement_seq(), tenant), FairKeys::ring_value(credit, weight));
 }
 
 }  // namespace kvq::detail

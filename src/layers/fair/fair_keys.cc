@@ -1,5 +1,6 @@
 #include "layers/fair/fair_keys.h"
 
+#include <atomic>
 #include <utility>
 
 #include "kvq/error.h"
@@ -73,6 +74,20 @@ std::string FairKeys::registry_tenant(std::string_view key) const {
 
 std::string FairKeys::weight(std::string_view tenant) const {
   return space_.pack(with_tenant("wt", tenant));
+}
+
+std::string FairKeys::staged(std::int64_t version, std::int64_t seq,
+                             std::string_view tenant) const {
+  return space_.pack(Tuple().append("h").append(version).append(seq).append(Bytes(tenant)));
+}
+
+std::string FairKeys::staged_tenant(std::string_view key) const {
+  return space_.unpack(key).get_bytes(3).data;
+}
+
+std::int64_t next_placement_seq() {
+  static std::atomic<std::int64_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::string pack_int(std::int64_t v) { return Tuple().append(v).pack(); }

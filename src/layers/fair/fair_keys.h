@@ -15,6 +15,13 @@
 //   ("c",)                = int64     bumped by every push, nack and ack (what waits watch)
 //   ("n",)                = int64     ready items over all tenants: every change of a tenant's
 //                                     size counter adds to it in the same transaction (size())
+//   ("h", version, seq, tenant) = value
+//                                     high-contention mode: items taken from their tenants, in
+//                                     turn order, for waiting pops (versions and seqs as the
+//                                     ring's); served before any tenant's turn
+//   ("hn",)               = int64     how many items are staged there (they count in ("n",) too)
+//   ("kvq", ...)                      high-contention requests, slots and lease (contention/
+//                                     control.h)
 //   ("kvq", "mark", ...)              idempotency markers of the own-loop operations
 // Tenants are tuple byte strings (type code 0x01), so any bytes are a tenant name.
 #ifndef KVQ_SRC_LAYERS_FAIR_FAIR_KEYS_H_
@@ -64,12 +71,22 @@ class FairKeys {
   std::string weight(std::string_view tenant) const;
   std::string changes() const { return space_.pack(Tuple().append("c")); }
   std::string ready_total() const { return space_.pack(Tuple().append("n")); }
+  // The key of an item of `tenant` staged `seq`-th by a transaction reading at `version`.
+  std::string staged(std::int64_t version, std::int64_t seq, std::string_view tenant) const;
+  KeyRange staging() const { return space_.range(Tuple().append("h")); }
+  // The tenant of a key of staging().
+  std::string staged_tenant(std::string_view key) const;
+  std::string staged_count() const { return space_.pack(Tuple().append("hn")); }
   Subspace control() const { return space_.subspace(Tuple().append("kvq")); }
   const Subspace& space() const { return space_; }
 
  private:
   Subspace space_;
 };
+
+// The next number of a process-wide sequence: orders the keys one process places after a read
+// version (ring entries, staged items) among themselves.
+std::int64_t next_placement_seq();
 
 // An int64 as a one-element tuple (the values of ring, state and weight keys) and back.
 std::string pack_int(std::int64_t v);

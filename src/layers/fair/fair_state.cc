@@ -28,6 +28,7 @@ const FairQueueOptions& validated(const FairQueueOptions& o) {
     throw Error(ErrorCode::kInvalidOptionValue,
                 "fair queue: max_leased_per_tenant, max_attempts and marker_ttl must be >= 0");
   }
+  contention::check_options(o.contention);
   return o;
 }
 
@@ -70,6 +71,14 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
     pops_ = std::make_unique<combining::Combiner>(
         combining::GroupLimits{.yield_when_alone = options_.combine_favors_latency,
                                .follower_poll = std::chrono::microseconds(0)});
+  }
+  if (options_.high_contention) {
+    staging_ = staging_range();
+    staged_ = std::make_unique<contention::StagedPops>(
+        db_, keys_.control(), staging_, options_.contention,
+        [this](Transaction& tr, std::size_t n, const TransactionLimits& room) {
+          return stage_turns(tr, n, room);
+        });
   }
 }
 
@@ -160,6 +169,11 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
 }
 
 std::optional<FairItem> FairState::pop(Transaction& tr) {
+  if (staged_) {
+    staged_->serve_all(tr);  // no overtaking of waiting high-contention pops
+    std::vector<FairItem> staged = take_staged(tr, 1);
+    if (!staged.empty()) return std::move(staged.front());
+  }
   return serve<FairItem>(tr, popper(), std::numeric_limits<int>::max()).value;
 }
 
@@ -176,6 +190,7 @@ struct PopRequest : combining::Request {
 }  // namespace
 
 std::optional<FairItem> FairState::pop() {
+  if (!pops_ && staged_) return std::move(contended_pops(1).front());
   if (!pops_) return serve_marked<FairItem>(popper());
   PopRequest request;
   pops_->submit(request, [this](std::vector<combining::Request*>& group) { serve_pops(group); });
@@ -184,8 +199,10 @@ std::optional<FairItem> FairState::pop() {
 
 void FairState::serve_pops(std::vector<combining::Request*>& group) {
   for (std::size_t next = 0; next < group.size();) {
+    const std::size_t n = group.size() - next;
     std::vector<std::optional<FairItem>> items =
-        run_marked([&](Transaction& tr) { return pops_that_fit(tr, group.size() - next); });
+        staged_ ? contended_pops(n)
+                : run_marked([&](Transaction& tr) { return pops_that_fit(tr, n); });
     for (std::optional<FairItem>& item : items) {
       static_cast<PopRequest*>(group[next++])->item = std::move(item);
     }
@@ -193,7 +210,19 @@ void FairState::serve_pops(std::vector<combining::Request*>& group) {
 }
 
 std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, std::size_t n) {
-  const TransactionLimits limits = db_->limits();
+  std::vector<std::optional<FairItem>> out;
+  if (staged_) {
+    for (FairItem& item : take_staged(tr, n)) out.emplace_back(std::move(item));
+  }
+  if (out.size() == n) return out;
+  for (std::optional<FairItem>& item : turns_that_fit(tr, n - out.size(), db_->limits())) {
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, std::size_t n,
+                                                               const TransactionLimits& limits) {
   std::vector<std::optional<FairItem>> out;
   index_.file_due(tr);
   TransactionUsage before = tr.usage();

@@ -22,6 +22,8 @@
 #include "kvq/fair_queue.h"
 #include "kvq/queue.h"
 #include "layers/combining/combiner.h"
+#include "layers/contention/fulfiller.h"
+#include "layers/contention/staged_pop.h"
 #include "layers/fair/fair_index.h"
 #include "layers/fair/fair_keys.h"
 #include "layers/fair/tenant_pops.h"
@@ -104,11 +106,31 @@ class FairState {
   // Combined pops: the leader serves its group in as few marked transactions as the engine's
   // limits allow, in the order single pops would serve them.
   void serve_pops(std::vector<combining::Request*>& group);
+  // Up to `n` pops in one transaction: the staged items first (high-contention mode), then
+  // turns_that_fit. nullopt for each pop left if nothing is ready.
+  std::vector<std::optional<FairItem>> pops_that_fit(Transaction& tr, std::size_t n);
   // Up to `n` pops in one pass over the ring: a read of its first n + 1 entries, then one pop_batch
   // per tenant of as many items as its credit (all n if it is alone in the ring), its entry
   // advanced once for them; another pass if tenants left the ring. nullopt for each pop left if
-  // no tenant has a ready item. Fewer if the engine's limits or kRetirePerTransaction are reached.
-  std::vector<std::optional<FairItem>> pops_that_fit(Transaction& tr, std::size_t n);
+  // no tenant has a ready item. Fewer if `limits` or kRetirePerTransaction are reached.
+  std::vector<std::optional<FairItem>> turns_that_fit(Transaction& tr, std::size_t n,
+                                                      const TransactionLimits& limits);
+
+  // ---- high-contention mode (fair_staging.cc) ----
+  // The staging range (FairKeys::staging) as the fulfiller's item range.
+  contention::ItemRange staging_range() const;
+  // Up to `n` items from the front of the staging range (read with a conflict), removed.
+  std::vector<FairItem> take_staged(Transaction& tr, std::size_t n);
+  // The fulfiller's refill (contention::Refill): the items of up to `n` turns moved into the
+  // staging range, in turn order.
+  contention::Refilled stage_turns(Transaction& tr, std::size_t n, const TransactionLimits& room);
+  // `n` pops (a combined group, or one): one marked attempt at pops_that_fit unless requests are
+  // waiting; if they are, or the attempt conflicts, staged as one request behind them. Between 1
+  // and n results, as pops_that_fit (n nullopt if nothing was ready).
+  std::vector<std::optional<FairItem>> contended_pops(std::size_t n);
+  // The attempt of contended_pops; nullopt if the pops must be staged.
+  std::optional<std::vector<std::optional<FairItem>>> pops_fast(std::size_t n);
+  std::vector<std::optional<FairItem>> pops_staged(std::size_t n);
   template <typename T>
   std::optional<T> wait(const std::function<std::optional<T>()>& attempt,
                         std::chrono::milliseconds timeout);
@@ -121,6 +143,8 @@ class FairState {
   QueueOptions tenant_options_;
   Markers markers_;
   std::unique_ptr<combining::Combiner> pops_;  // options.combine only
+  contention::ItemRange staging_;                    // options.high_contention only:
+  std::unique_ptr<contention::StagedPops> staged_;  // its waiting pops and fulfiller
   // tenant_queue's cache of item stores, by tenant.
   mutable std::mutex stores_mu_;
   mutable std::map<std::string, std::shared_ptr<ItemStore>, std::less<>> stores_;

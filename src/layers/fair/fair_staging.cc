@@ -1,0 +1,112 @@
+// FairQueue's high-contention pops (FairQueueOptions::high_contention; docs/queues.md, "Fair
+// queues"). Pops that conflict queue up as requests of contention::StagedPops, whose fulfiller
+// hands out the items of a staging range (FairKeys::staging). When that range runs short, the
+// fulfiller's refill (stage_turns) takes the next tenants' turns, exactly as plain pops would, and
+// moves their items into it in the same transaction; plain pops take staged items before any
+// tenant's turn. So every pop, staged or not, gets the items in the order single pops would have
+// served them, and an item delivered to a popper that went away goes back to the staging range,
+// first in line.
+#include <utility>
+
+#include "common/bytes.h"
+#include "layers/contention/stats.h"
+#include "layers/fair/fair_state.h"
+
+namespace kvq::detail {
+
+contention::ItemRange FairState::staging_range() const {
+  const KeyRange staging = keys_.staging();
+  contention::ItemRange range;
+  range.begin = staging.begin;
+  range.end = staging.end;
+  range.size_key = keys_.staged_count();
+  range.total_key = keys_.ready_total();  // staged items still count in size()
+  // No end-window hints (range.hints null): reads cover the whole range, which holds at most
+  // what one fulfilment batch staged and had no room to hand out.
+  return range;
+}
+
+std::vector<FairItem> FairState::take_staged(Transaction& tr, std::size_t n) {
+  RangeOptions first;
+  first.limit = static_cast<int>(std::min<std::size_t>(n, std::numeric_limits<int>::max()));
+  std::vector<FairItem> out;
+  for (KeyValue& kv : tr.get_range(staging_.begin, staging_.end, first)) {
+    tr.clear(kv.key);
+    out.push_back(FairItem{keys_.staged_tenant(kv.key), std::move(kv.value)});
+  }
+  if (!out.empty()) contention::add_size(tr, staging_, -static_cast<std::int64_t>(out.size()));
+  return out;
+}
+
+contention::Refilled FairState::stage_turns(Transaction& tr, std::size_t n,
+                                            const TransactionLimits& room) {
+  contention::Refilled out;
+  const std::int64_t version = tr.get_read_version();
+  for (std::optional<FairItem>& item : turns_that_fit(tr, n, room)) {
+    if (!item) {  // no tenant has a ready item left
+      out.exhausted = true;
+      break;
+    }
+    KeyValue kv{keys_.staged(version, next_placement_seq(), item->tenant), std::move(item->value)};
+    tr.set(kv.key, kv.value);
+    out.items.push_back(std::move(kv));
+  }
+  if (!out.items.empty()) {
+    contention::add_size(tr, staging_, static_cast<std::int64_t>(out.items.size()));
+  }
+  return out;
+}
+
+std::vector<std::optional<FairItem>> FairState::contended_pops(std::size_t n) {
+  ContentionStats& stats = contention_stats();
+  for (;;) {
+    std::optional<std::vector<std::optional<FairItem>>> got = pops_fast(n);
+    if (!got) break;
+    // None: the attempt only retired kRetirePerTransaction emptied tenants (committed); go on.
+    if (got->empty()) continue;
+    stats.fast_pops.fetch_add(got->size(), std::memory_order_relaxed);
+    return std::move(*got);
+  }
+  stats.staged_pops.fetch_add(n, std::memory_order_relaxed);
+  return pops_staged(n);
+}
+
+// As ItemStore::pop_batch_fast: a point read of the waiting-request count (it conflicts with
+// every registration and fulfilment), then one attempt; after commit_unknown_result the marker
+// tells. A queue that looks empty while abandoned deliveries wait to be put back stages too, so
+// that the fulfiller puts them back first.
+std::optional<std::vector<std::optional<FairItem>>> FairState::pops_fast(std::size_t n) {
+  using Out = std::optional<std::vector<std::optional<FairItem>>>;
+  const std::string marker = markers_.make();
+  std::vector<std::string> cleared;
+  int attempts = 0;
+  Out out = contention::run_once(
+      *db_,
+      [&](Transaction& tr) -> Out {
+        if (attempts++ > 0) return std::nullopt;
+        const std::optional<std::string> waiting = tr.get(staged_->keys().waiting());
+        if (waiting && common::decode_le64(*waiting) != 0) return std::nullopt;
+        std::vector<std::optional<FairItem>> got = pops_that_fit(tr, n);
+        const bool nothing_ready = !got.empty() && !got.front();
+        if (nothing_ready && staged_->has_abandoned(tr)) return std::nullopt;
+        cleared = markers_.write(tr, marker);
+        return got;
+      },
+      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, markers_.resolve_window());
+  if (out) markers_.finished(marker, cleared);
+  return out;
+}
+
+std::vector<std::optional<FairItem>> FairState::pops_staged(std::size_t n) {
+  std::vector<KeyValue> items =
+      staged_->pop_items(contention::Side::kFront, static_cast<std::int64_t>(n),
+                         contention::StagedPops::Clock::time_point::max());
+  if (items.empty()) return std::vector<std::optional<FairItem>>(n);  // nothing was ready
+  std::vector<std::optional<FairItem>> out;
+  for (KeyValue& kv : items) {
+    out.emplace_back(FairItem{keys_.staged_tenant(kv.key), std::move(kv.value)});
+  }
+  return out;
+}
+
+}  // namespace kvq::detail

@@ -1,0 +1,162 @@
+// Deterministic tests of FairQueue's high-contention pops (FairQueueOptions::high_contention): a
+// "phantom" popper's request is written directly in the documented key layout
+// (support/staged_requests.h), so the order of requests is known. The fulfiller answers requests
+// with the items the next turns would pop, staging them first (docs/queues.md, "Fair queues").
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/bytes.h"
+#include "kvq/kvq.h"
+#include "layers/contention/stats.h"
+#include "support/fair_fixture.h"
+#include "support/staged_requests.h"
+
+namespace kvq {
+namespace {
+
+using testing::FairTest;
+
+class FairContentionTest : public FairTest {
+ protected:
+  void SetUp() override {
+    FairTest::SetUp();
+    if (db_) {
+      staged_ =
+          std::make_unique<testing::StagedRequests>(db_, space_.subspace(Tuple().append("kvq")));
+    }
+  }
+  // A FairQueue over the test's subspace with `o` and high-contention pops.
+  FairQueue hc(FairQueueOptions o = {}) {
+    o.high_contention = true;
+    return make(o);
+  }
+  // "<tenant>/<value>" of a popped item, "<none>" for nullopt.
+  static std::string str(const std::optional<FairItem>& item) {
+    return item ? item->tenant + "/" + item->value : "<none>";
+  }
+
+  std::unique_ptr<testing::StagedRequests> staged_;
+};
+
+// A pop that finds a request waiting queues up behind it; the batch answers the phantom's three
+// pops with the next three turns (A, B, A) and ours with the fourth.
+TEST_P(FairContentionTest, WaitingRequestsGetTheNextTurnsInOrder) {
+  FairQueue fq = hc();
+  push_many(fq, "A", 3);
+  push_many(fq, "B", 3);
+  const std::string phantom(20, 'P');
+  staged_->add_phantom_request(phantom, /*side=*/0, /*count=*/3);
+  EXPECT_EQ(str(fq.pop()), "B/B-1");
+  EXPECT_EQ(staged_->delivered(phantom), "A-0,B-0,A-1");
+  EXPECT_EQ(str(fq.pop()), "A/A-2");
+  EXPECT_EQ(str(fq.pop()), "B/B-2");
+  EXPECT_EQ(str(fq.pop()), "<none>");
+  EXPECT_EQ(staged_->count("req"), 0);
+  EXPECT_EQ(fq.size(), 0);
+}
+
+// pop(tr) answers the waiting requests first, then takes the next turn itself.
+TEST_P(FairContentionTest, ComposedPopServesWaitingRequestsFirst) {
+  FairQueue fq = hc();
+  push_many(fq, "A", 2);
+  push_many(fq, "B", 2);
+  const std::string phantom(20, 'P');
+  staged_->add_phantom_request(phantom);
+  const std::optional<FairItem> got = db_->run([&](Transaction& tr) { return fq.pop(tr); });
+  EXPECT_EQ(str(got), "B/B-0");
+  EXPECT_EQ(staged_->delivered(phantom), "A-0");
+  EXPECT_EQ(fq.size(), 2);
+}
+
+// With no tenant ready, a waiting request is answered "empty" and our pop gets nothing.
+TEST_P(FairContentionTest, EmptyQueueAnswersWaitingRequestsWithEmpty) {
+  FairQueue fq = hc();
+  const std::string phantom(20, 'P');
+  staged_->add_phantom_request(phantom);
+  EXPECT_EQ(str(fq.pop()), "<none>");
+  EXPECT_EQ(staged_->delivered(phantom), "<empty>");
+  EXPECT_EQ(staged_->count("req"), 0);
+}
+
+// Items delivered to a popper that went away (its slot older than request_ttl) go back to the
+// staging range, ahead of every tenant's next turn: the next pops get them first, in order, and
+// size() counted them all along.
+TEST_P(FairContentionTest, DeliveriesToAPopperThatWentAwayGoBackFirstInLine) {
+  FairQueueOptions o;
+  o.contention.request_ttl = std::chrono::milliseconds(1000);
+  FairQueue fq = hc(o);
+  push_many(fq, "A", 3);
+  push_many(fq, "B", 3);
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  // A request id starts with its creation time (unix ms, big-endian).
+  const std::string gone =
+      common::encode_be64(static_cast<std::uint64_t>(now_ms)) + std::string(12, 'G');
+  staged_->add_phantom_request(gone, /*side=*/0, /*count=*/2);
+  EXPECT_EQ(str(fq.pop()), "A/A-1");
+  EXPECT_EQ(staged_->delivered(gone), "A-0,B-0");
+  EXPECT_EQ(fq.size(), 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const std::string next(20, 'N');
+  staged_->add_phantom_request(next);  // our pop queues up behind it, and its batch reclaims
+  EXPECT_EQ(str(fq.pop()), "B/B-0");
+  EXPECT_EQ(staged_->delivered(next), "A-0");
+  EXPECT_EQ(staged_->delivered(gone), "<absent>");
+  EXPECT_EQ(fq.size(), 3);
+  EXPECT_EQ(str(fq.pop()), "B/B-1");
+  EXPECT_EQ(str(fq.pop()), "A/A-2");
+  EXPECT_EQ(str(fq.pop()), "B/B-2");
+  EXPECT_EQ(fq.size(), 0);
+}
+
+// Requests for more items than one etcd transaction can hand out are cut to the engine's limits
+// and served over several batches, in turn order, nothing lost or handed out twice.
+TEST_P(FairContentionTest, ManyWaitingRequestsOfManyTenantsAreServedInTurnOrder) {
+  FairQueue fq = hc();
+  // 16 tenants: a pop files at most 16 waking tenants (FairIndex::kFilePerOp), so all of them
+  // are in the ring from the first turn on.
+  constexpr int kTenants = 16, kEach = 5, kRequests = 50;
+  for (int t = 0; t < kTenants; ++t) push_many(fq, "t" + std::to_string(100 + t), kEach);
+  std::vector<std::string> ids = staged_->add_phantoms(kRequests);
+  const std::uint64_t cuts = detail::contention_stats().budget_cuts.load();
+  // 50 requests, then ours: 51 of the 80 items; the rest popped in turn after them.
+  const std::optional<FairItem> mine = fq.pop();
+  std::vector<std::string> order;
+  for (const std::string& id : ids) order.push_back(staged_->delivered(id));
+  order.push_back(mine ? mine->value : "<none>");
+  while (std::optional<FairItem> item = fq.pop()) order.push_back(item->value);
+  ASSERT_EQ(order.size(), static_cast<std::size_t>(kTenants * kEach));
+  // Round-robin over the 16 tenants (all weight 1, all ready): the i-th pop gets item i / 16 of
+  // tenant 100 + i % 16.
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(order[i], "t" + std::to_string(100 + i % kTenants) + "-" +
+                            std::to_string(i / kTenants))
+        << "pop " << i;
+  }
+  EXPECT_EQ(staged_->count("req"), 0);
+  EXPECT_EQ(fq.size(), 0);
+  // etcd's 128 operations per transaction cannot hold 51 requests and their turns.
+  if (on_etcd()) {
+    EXPECT_GT(detail::contention_stats().budget_cuts.load(), cuts);
+  }
+}
+
+TEST_P(FairContentionTest, InvalidContentionOptionsAreRejected) {
+  FairQueueOptions o;
+  o.contention.batch_size = 0;
+  EXPECT_THROW(make(o), Error);
+  o = {};
+  o.contention.request_ttl = std::chrono::milliseconds(0);
+  EXPECT_THROW(make(o), Error);
+}
+
+KVQ_FAIR_ENGINES(FairContentionTest);
+
+}  // namespace
+}  // namespace kvq
