@@ -1,5 +1,5 @@
-// FairQueue pop throughput against Queue's (issue 15): 1 and 32 clients popping, plain, Queue in
-// high-contention mode, and both with flat combining (-comb), with 1 tenant and with 10,000 tenants
+// FairQueue pop throughput against Queue's (issue 15): 1 and 32 clients popping, plain, in
+// high-contention mode (-hc), and with flat combining (-comb), with 1 tenant and with 10,000 tenants
 // (the FairQueue's items spread evenly over them; a Queue has no tenants, so its row is the same
 // workload without them), and queues-rr: 10,000 plain Queues holding the same items, popped in
 // turn (a fair pop's least work: one tenant's items per pop, 10,000 places apart in the store,
@@ -125,6 +125,7 @@ void row(const std::string& url, const std::string& kind, int tenants, int clien
   kvq::Queue q(db, space, qo);
   kvq::FairQueueOptions fo;
   fo.combine = kind == "fair-comb";
+  fo.high_contention = kind == "fair-hc";
   kvq::FairQueue fq(db, space, fo);
   const bool fair = kind.starts_with("fair");
   const bool has_tenants = fair || kind == "queues-rr";
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
     for (const char* kind : {"queue", "queue-hc", "queue-comb"}) {
       if (selected(kind, 1, clients)) row(url, kind, 1, clients, seconds);
     }
-    for (const char* kind : {"queues-rr", "fair", "fair-comb"}) {
+    for (const char* kind : {"queues-rr", "fair", "fair-hc", "fair-comb"}) {
       // A tenant count given on the command line replaces the two the table compares.
       const std::vector<int> tenant_counts =
           only_tenants > 1 ? std::vector<int>{only_tenants} : std::vector<int>{1, 10'000};

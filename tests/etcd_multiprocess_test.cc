@@ -1,8 +1,9 @@
 // Several OS processes push and pop on one etcd-backed queue at once; the merged history (every
 // client logs each acknowledged push and each pop's result) shows no loss and no duplicate. The
 // workers are this test binary re-executed with KVQ_ETCD_MP_URL set: single-threaded workers on a
-// PriorityQueue, and workers of several threads each on a high-contention Queue (half of them
-// combining their threads' operations), whose pops also come out in push order.
+// PriorityQueue, and workers of several threads each on a high-contention Queue and on a
+// high-contention FairQueue (half of them combining their threads' operations), whose pops also
+// come out in push order (per tenant: each thread pushes to a tenant of its own).
 #ifdef KVQ_WITH_ETCD
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -48,6 +49,21 @@ Queue hc_queue_on(const std::shared_ptr<Database>& db, int id) {
   return Queue(db, Subspace(Tuple().append("mp-hc")), options);
 }
 
+// The high-contention FairQueue of worker `id` (even ids combine their threads' pops).
+FairQueue hc_fair_queue_on(const std::shared_ptr<Database>& db, int id) {
+  FairQueueOptions options;
+  options.high_contention = true;
+  options.combine = id % 2 == 0;
+  return FairQueue(db, Subspace(Tuple().append("mp-fair")), options);
+}
+
+// The value of fq.pop()'s item.
+std::optional<std::string> pop_value(FairQueue& fq) {
+  std::optional<FairItem> item = fq.pop();
+  if (!item) return std::nullopt;
+  return std::move(item->value);
+}
+
 // The worker's settings, or nullptr if this process is not a worker.
 struct WorkerEnv {
   const char* url = std::getenv("KVQ_ETCD_MP_URL");
@@ -80,13 +96,12 @@ TEST(EtcdMultiProcess, Worker) {
   std::fclose(log);
 }
 
-// Worker mode of the high-contention case: kThreads threads, each pushing kItemsPerThread items
-// and popping after each push, one log per thread ("push V", "pop V" / "pop -").
-TEST(EtcdMultiProcess, HighContentionWorker) {
+// Worker mode of the high-contention cases: kThreads threads, each pushing kItemsPerThread items
+// with push(thread's tag, value) and popping after each push with pop(), one log per thread
+// ("push V", "pop V" / "pop -").
+void run_hc_worker(const std::function<void(const std::string& tag, const std::string& value)>& push,
+                   const std::function<std::optional<std::string>()>& pop) {
   const WorkerEnv env;
-  if (!env.given()) GTEST_SKIP() << "worker process of the high-contention multi-process test";
-  auto db = open(env.url);
-  Queue q = hc_queue_on(db, std::atoi(env.id));
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -96,9 +111,9 @@ TEST(EtcdMultiProcess, HighContentionWorker) {
       if (log == nullptr) std::abort();
       for (int i = 0; i < kItemsPerThread; ++i) {
         const std::string value = tag + "-" + std::to_string(i);
-        q.push(value);
+        push(tag, value);
         std::fprintf(log, "push %s\n", value.c_str());
-        std::optional<std::string> v = q.pop();
+        std::optional<std::string> v = pop();
         std::fprintf(log, "pop %s\n", v ? v->c_str() : "-");
         std::fflush(log);
       }
@@ -106,6 +121,25 @@ TEST(EtcdMultiProcess, HighContentionWorker) {
     });
   }
   for (auto& t : threads) t.join();
+}
+
+TEST(EtcdMultiProcess, HighContentionWorker) {
+  const WorkerEnv env;
+  if (!env.given()) GTEST_SKIP() << "worker process of the high-contention multi-process test";
+  auto db = open(env.url);
+  Queue q = hc_queue_on(db, std::atoi(env.id));
+  run_hc_worker([&](const std::string&, const std::string& value) { q.push(value); },
+                [&] { return q.pop(); });
+}
+
+// Each thread pushes to the tenant named by its tag.
+TEST(EtcdMultiProcess, HighContentionFairWorker) {
+  const WorkerEnv env;
+  if (!env.given()) GTEST_SKIP() << "worker process of the high-contention fair queue test";
+  auto db = open(env.url);
+  FairQueue fq = hc_fair_queue_on(db, std::atoi(env.id));
+  run_hc_worker([&](const std::string& tag, const std::string& value) { fq.push(tag, value); },
+                [&] { return pop_value(fq); });
 }
 
 // Starts kProcesses workers (this binary, running test `worker_test` of EtcdMultiProcess) on
@@ -220,6 +254,20 @@ TEST(EtcdMultiProcess, FourProcessesOfFourThreadsPopOneHighContentionQueueExactl
   const History h = read_history(dir, [&] { return q.pop(); });
   expect_exactly_once(h, kProcesses * kThreads * kItemsPerThread);
   expect_push_order_per_popper(h);
+}
+
+TEST(EtcdMultiProcess, FourProcessesOfFourThreadsPopOneHighContentionFairQueueExactlyOnceInOrder) {
+  std::string why;
+  const std::string url = testing::fresh_shared_etcd_url("", &why);
+  if (url.empty()) GTEST_SKIP() << "no etcd: " << why;
+  const std::string dir = testing::fresh_temp_dir("kvq-mp-fair");
+  run_workers("HighContentionFairWorker", url, dir);
+  auto db = open(url);
+  FairQueue fq = hc_fair_queue_on(db, 1);
+  const History h = read_history(dir, [&] { return pop_value(fq); });
+  expect_exactly_once(h, kProcesses * kThreads * kItemsPerThread);
+  expect_push_order_per_popper(h);
+  EXPECT_EQ(fq.size(), 0);
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ std::shared_ptr<Database> Context::open() const { return kvq::open(database_url(
 void add_global_options(CLI::App& app, Context& ctx) {
   app.add_option("--db", ctx.url, db_option_help())->check(NonEmpty());
   app.add_flag("--high-contention", ctx.high_contention,
-               "use high-contention (staged) pops for queue/pq commands");
+               "use high-contention (staged) pops for queue, pq and fair commands");
 }
 
 void set_action(CLI::App* command, Context& ctx, std::function<int()> fn) {

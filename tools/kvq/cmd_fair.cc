@@ -25,6 +25,7 @@ struct FairArgs {
 
 FairQueue open_fair(const Context& ctx, const FairArgs& args) {
   FairQueueOptions options;
+  options.high_contention = ctx.high_contention;
   options.max_leased_per_tenant = args.max_leased;
   return FairQueue(ctx.open(), Subspace(Tuple().append("F").append(args.name)), options);
 }

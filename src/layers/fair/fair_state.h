@@ -1,6 +1,7 @@
 // Internal: what the copies of one kvq::FairQueue share, and the operations that need the index
 // and the tenants' queues together: serving a turn (pop, take), waking tenants on pushes, acks and
-// nacks, combined pops (options.combine) and the blocking waits. Each tenant's items are a
+// nacks, combined pops (options.combine), high-contention pops (options.high_contention:
+// fair_staging.cc) and the blocking waits. Each tenant's items are a
 // kvq::Queue (under FairKeys::tenant_items), used only through its Transaction& overloads, so one
 // fair operation is one transaction. Thread-safe.
 #ifndef KVQ_SRC_LAYERS_FAIR_FAIR_STATE_H_
