@@ -4,7 +4,8 @@
 // workload without them), and queues-rr: 10,000 plain Queues holding the same items, popped in
 // turn (a fair pop's least work: one tenant's items per pop, 10,000 places apart in the store,
 // with no ring to keep). Each measurement runs on a fresh memory: database prefilled with
-// 400,000 items, then 1,000 pops of warm-up; a run that drains them is timed to its last pop.
+// 400,000 items, then 1,000 pops of warm-up (other URLs: 4,000 items, 100 pops, in a fresh
+// subspace); a run that drains them is timed to its last pop.
 //   fair_bench [seconds per measurement, default 1] [URL, default memory:] [structure [tenants
 //   [clients]]]  (the last three: run only the matching rows, e.g. to profile one of them; a
 //   tenant count other than 1 and 10,000 runs the FairQueue rows with that many tenants)
@@ -28,8 +29,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Items prefilled, and pushed per prefill transaction: on memory:, and on the other engines (etcd
+// bounds a transaction to 128 operations; a deep prefill there takes minutes).
 constexpr int kItems = 400'000;
 constexpr int kPerTransaction = 500;
+constexpr int kItemsOnDisk = 4'000;
+constexpr int kPerTransactionOnDisk = 40;
 constexpr int kWarmUpPops = 1000;
 
 // A pop of one structure, returning false when it found nothing.
@@ -38,11 +43,11 @@ using PopFn = std::function<bool()>;
 // Where a pushed item goes: the i-th item of the prefill, its value, the transaction.
 using PushFn = std::function<void(kvq::Transaction&, int, const std::string&)>;
 
-// Prefills `kItems` items.
-void prefill(kvq::Database& db, const PushFn& push) {
-  for (int done = 0; done < kItems; done += kPerTransaction) {
+// Prefills `items` items, `per_transaction` per transaction.
+void prefill(kvq::Database& db, const PushFn& push, int items, int per_transaction) {
+  for (int done = 0; done < items; done += per_transaction) {
     db.run([&](kvq::Transaction& tr) {
-      for (int i = done; i < done + kPerTransaction; ++i) push(tr, i, "item-" + std::to_string(i));
+      for (int i = done; i < done + per_transaction; ++i) push(tr, i, "item-" + std::to_string(i));
     });
   }
 }
@@ -118,7 +123,9 @@ Structure round_robin(std::shared_ptr<kvq::Database> db, const kvq::Subspace& sp
 void row(const std::string& url, const std::string& kind, int tenants, int clients,
          double seconds) {
   auto db = kvq::open(url);
-  const kvq::Subspace space(kvq::Tuple().append("fair_bench").append(kind));
+  // A subspace of its own per row (a shared server keeps what earlier rows left).
+  const kvq::Subspace space(kvq::Tuple().append("fair_bench").append(kind).append(
+      static_cast<std::int64_t>(Clock::now().time_since_epoch().count())));
   kvq::QueueOptions qo;
   qo.high_contention = kind == "queue-hc";
   qo.combine = kind == "queue-comb";
@@ -141,10 +148,12 @@ void row(const std::string& url, const std::string& kind, int tenants, int clien
     s = {[&](kvq::Transaction& tr, int, const std::string& value) { q.push(tr, value); },
          [&] { return q.pop().has_value(); }};
   }
-  prefill(*db, s.push);
+  const bool in_memory = url.starts_with("memory:");
+  prefill(*db, s.push, in_memory ? kItems : kItemsOnDisk,
+          in_memory ? kPerTransaction : kPerTransactionOnDisk);
   // Warm-up: the first pops of a FairQueue file the tenants the prefill woke (16 per pop); measure
   // the steady state after them.
-  for (int i = 0; i < kWarmUpPops; ++i) s.pop();
+  for (int i = 0; i < (in_memory ? kWarmUpPops : kWarmUpPops / 10); ++i) s.pop();
   const auto before = db->stats().retries;
   const Measured m = measure(s.pop, clients, seconds);
   const double pops = static_cast<double>(m.pops);

@@ -47,8 +47,9 @@ struct HighContentionOptions {
   // one transaction of the engine (Database::limits(): bytes, and etcd's --max-txn-ops), so the
   // number of waiting pops never makes a pop fail. Default: 128.
   int batch_size = 128;
-  // How long the fulfiller lease (the one popper that fulfils requests) lasts without renewal; a
-  // waiter whose fulfiller vanished takes over after this. Default: 100 ms.
+  // How long the fulfiller lease (the one popper that fulfils requests) lasts without renewal,
+  // beyond the time the holder's last batch took (so slow batches do not invite takeovers); a
+  // waiter whose fulfiller vanished takes over after that. Default: 100 ms.
   std::chrono::milliseconds lease{100};
   // A pop request older than this is taken for the request of a popper that died: the next
   // fulfiller withdraws it, and an item delivered to it but not taken within this time goes back

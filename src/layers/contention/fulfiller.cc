@@ -317,22 +317,37 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
 }
 
 // Has the refill stage what the front ran short of, within what the transaction has room for
-// beyond the batch's requests: their slot writes repeat each item's bytes, so a third of the
-// bytes left goes to the staged items.
+// beside the requests those items serve: on an engine that bounds operations, each staged item
+// and the request it goes to share what is left, at the refill's cost per item measured so far
+// (a turn costs several operations on etcd: staging without leaving room for the requests would
+// serve one request per batch). Slot writes repeat each item's bytes, so a third of the bytes
+// left goes to the staged items.
 void Fulfiller::refill_front(Transaction& tr, Batch& b, std::size_t wanted) {
   std::vector<KeyValue>& front = b.ends[static_cast<int>(Side::kFront)];
   const TransactionUsage used = tr.usage();
-  const std::size_t requests = b.cap - b.consumed;
+  std::size_t n = wanted - front.size();
   TransactionLimits room = limits_;
   if (limits_.max_operations != kUnbounded) {
-    const std::size_t reserve = kTailOps + requests * b.per_request.ops;
-    room.max_operations = reserve >= limits_.max_operations ? 0 : limits_.max_operations - reserve;
+    const std::size_t item_ops = refill_item_ops_.load(std::memory_order_relaxed);
+    const std::size_t left = used.operations + kTailOps >= limits_.max_operations
+                                 ? 0
+                                 : limits_.max_operations - used.operations - kTailOps;
+    n = std::clamp<std::size_t>(left / (item_ops + b.per_request.ops), 1, n);
+    // The refill stops while one more turn at twice the largest so far, plus 8, would pass its
+    // room (FairState::turns_that_fit's rule): give it that margin within the requests' share.
+    const std::size_t margin = item_ops + 8;
+    room.max_operations = std::min(used.operations + n * item_ops + margin,
+                                   used.operations + left - std::min(left, n * b.per_request.ops));
   }
-  const std::size_t reserve_bytes = used.bytes + kTailBytes + requests * b.per_request.bytes;
+  const std::size_t reserve_bytes = used.bytes + kTailBytes + n * b.per_request.bytes;
   room.max_bytes = reserve_bytes >= limits_.max_bytes
                        ? used.bytes
                        : used.bytes + (limits_.max_bytes - reserve_bytes) / 3;
-  Refilled more = refill_(tr, wanted - front.size(), room);
+  Refilled more = refill_(tr, n, room);
+  if (!more.items.empty()) {
+    const std::size_t cost = (tr.usage().operations - used.operations) / more.items.size();
+    refill_item_ops_.store(std::max<std::size_t>(cost, 1), std::memory_order_relaxed);
+  }
   for (KeyValue& item : more.items) front.push_back(std::move(item));
   b.exhausted[static_cast<int>(Side::kFront)] = more.exhausted;
 }
@@ -378,13 +393,15 @@ void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req,
 void Fulfiller::finish_leased(Transaction& tr, Batch& b, const std::string& me, Result* r) {
   if (b.taken > 0) add_size(tr, items_, -b.taken);
   if (!b.mine_served) {
-    tr.set(keys_.lease(), lease_value(me, b.now + options_.lease.count()));
+    tr.set(keys_.lease(), lease_value(me, lease_expiry(b.now)));
     r->kind = Result::kServedOthers;
     return;
   }
   // Hand the lease to the oldest request still waiting, and wake it through its slot.
   bool handed = false;
-  if (b.reqs.size() > b.consumed) handed = hand_lease_to(tr, b.reqs[b.consumed].id, b.now);
+  if (b.reqs.size() > b.consumed) {
+    handed = hand_lease_to(tr, b.reqs[b.consumed].id, lease_expiry(b.now));
+  }
   if (!handed) {
     if (b.reqs.size() <= b.consumed) {
       tr.add_read_conflict_range(keys_.req_begin(), keys_.req_end());
@@ -395,10 +412,20 @@ void Fulfiller::finish_leased(Transaction& tr, Batch& b, const std::string& me, 
   r->items = std::move(b.mine_items);
 }
 
-bool Fulfiller::hand_lease_to(Transaction& tr, const std::string& id, std::int64_t now) {
+// A lease written now lasts options.lease, plus as long again as the batch writing it took so far
+// (`started`: when it began). Waiters take over once it expires; without the second term a
+// fulfiller whose batches are merely slower than options.lease (a FairQueue's refill, several
+// round trips, on a loaded etcd) would have waiters start batches of their own that conflict with
+// its every batch.
+std::int64_t Fulfiller::lease_expiry(std::int64_t started) const {
+  const std::int64_t now = now_ms();
+  return now + options_.lease.count() + std::max<std::int64_t>(now - started, 0);
+}
+
+bool Fulfiller::hand_lease_to(Transaction& tr, const std::string& id, std::int64_t expiry) {
   Slot s = read_slot(tr, keys_.slot(id));
   if (!s.waiting()) return false;
-  tr.set(keys_.lease(), lease_value(id, now + options_.lease.count()));
+  tr.set(keys_.lease(), lease_value(id, expiry));
   tr.set(keys_.slot(id), baton_slot(s.stamp));
   return true;
 }
@@ -408,7 +435,7 @@ void Fulfiller::pass_baton(Transaction& tr, const std::string& me) {
   for (const auto& kv : reqs) {
     const std::string id = Tuple::unpack(kv.value).get_bytes(0).data;
     if (id == me) continue;
-    if (hand_lease_to(tr, id, now_ms())) return;
+    if (hand_lease_to(tr, id, lease_expiry(now_ms()))) return;
     break;
   }
   tr.clear(keys_.lease());

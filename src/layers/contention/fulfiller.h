@@ -18,6 +18,7 @@
 #ifndef KVQ_SRC_LAYERS_CONTENTION_FULFILLER_H_
 #define KVQ_SRC_LAYERS_CONTENTION_FULFILLER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -106,13 +107,17 @@ class Fulfiller {
   void deliver(Transaction& tr, Batch& b, const Request& req,
                const std::vector<const KeyValue*>& items);
   void finish_leased(Transaction& tr, Batch& b, const std::string& me, Result* r);
-  bool hand_lease_to(Transaction& tr, const std::string& id, std::int64_t now);
+  std::int64_t lease_expiry(std::int64_t started) const;
+  // Hands the lease (until `expiry`, unix ms) to request `id` if it still waits.
+  bool hand_lease_to(Transaction& tr, const std::string& id, std::int64_t expiry);
 
   const ControlKeys& keys_;
   ItemRange items_;
   HighContentionOptions options_;
   TransactionLimits limits_;
   Refill refill_;
+  // Operations the refill took per item it staged, last measured (engines that bound them).
+  std::atomic<std::size_t> refill_item_ops_{8};
 };
 
 }  // namespace kvq::contention

@@ -225,13 +225,20 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
                                                                const TransactionLimits& limits) {
   std::vector<std::optional<FairItem>> out;
   index_.file_due(tr);
-  TransactionUsage before = tr.usage();
   std::size_t turn_ops = 0, turn_bytes = 0;  // the most one tenant's turns cost so far
   int retired = 0;
   while (out.size() < n) {
     const std::size_t wanted = n - out.size();
+    // Another window (tenants left the ring) reads up to wanted + 1 keys: an operation each on
+    // etcd. Room for it and one tenant's turns, with a margin of one more, as below.
+    if (!out.empty() &&
+        tr.usage().operations + wanted + 1 + 2 * turn_ops + 8 > limits.max_operations) {
+      return out;
+    }
     // One entry more than could be served, as FairIndex::head reads two for a single pop.
     const std::vector<RingEntry> ring = index_.window(tr, static_cast<int>(wanted) + 1);
+    // A turn's cost below is the tenant's own (its pops, its entry's move), not the window's.
+    TransactionUsage before = tr.usage();
     if (ring.empty()) {  // nothing ready: every pop left gets nullopt
       out.resize(n);
       break;
