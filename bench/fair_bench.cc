@@ -1,7 +1,7 @@
 // FairQueue pop throughput against Queue's (issue 15): 1 and 32 clients popping, plain, in
-// high-contention mode (-hc), and with flat combining (-comb), with 1 tenant and with 10,000 tenants
-// (the FairQueue's items spread evenly over them; a Queue has no tenants, so its row is the same
-// workload without them), and queues-rr: 10,000 plain Queues holding the same items, popped in
+// high-contention mode (-hc), and with flat combining (-comb), with 1 tenant and with 10,000
+// tenants (the FairQueue's items spread evenly over them; a Queue has no tenants, so its row is the
+// same workload without them), and queues-rr: 10,000 plain Queues holding the same items, popped in
 // turn (a fair pop's least work: one tenant's items per pop, 10,000 places apart in the store,
 // with no ring to keep). Each measurement runs on a fresh memory: database prefilled with
 // 400,000 items, then 1,000 pops of warm-up (other URLs: 4,000 items, 100 pops, in a fresh
@@ -124,8 +124,11 @@ void row(const std::string& url, const std::string& kind, int tenants, int clien
          double seconds) {
   auto db = kvq::open(url);
   // A subspace of its own per row (a shared server keeps what earlier rows left).
-  const kvq::Subspace space(kvq::Tuple().append("fair_bench").append(kind).append(
-      static_cast<std::int64_t>(Clock::now().time_since_epoch().count())));
+  const kvq::Subspace space(
+      kvq::Tuple()
+          .append("fair_bench")
+          .append(kind)
+          .append(static_cast<std::int64_t>(Clock::now().time_since_epoch().count())));
   kvq::QueueOptions qo;
   qo.high_contention = kind == "queue-hc";
   qo.combine = kind == "queue-comb";

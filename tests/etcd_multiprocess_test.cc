@@ -99,8 +99,9 @@ TEST(EtcdMultiProcess, Worker) {
 // Worker mode of the high-contention cases: kThreads threads, each pushing kItemsPerThread items
 // with push(thread's tag, value) and popping after each push with pop(), one log per thread
 // ("push V", "pop V" / "pop -").
-void run_hc_worker(const std::function<void(const std::string& tag, const std::string& value)>& push,
-                   const std::function<std::optional<std::string>()>& pop) {
+void run_hc_worker(
+    const std::function<void(const std::string& tag, const std::string& value)>& push,
+    const std::function<std::optional<std::string>()>& pop) {
   const WorkerEnv env;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {

@@ -135,8 +135,8 @@ TEST_P(FairContentionTest, ManyWaitingRequestsOfManyTenantsAreServedInTurnOrder)
   // Round-robin over the 16 tenants (all weight 1, all ready): the i-th pop gets item i / 16 of
   // tenant 100 + i % 16.
   for (std::size_t i = 0; i < order.size(); ++i) {
-    EXPECT_EQ(order[i], "t" + std::to_string(100 + i % kTenants) + "-" +
-                            std::to_string(i / kTenants))
+    EXPECT_EQ(order[i],
+              "t" + std::to_string(100 + i % kTenants) + "-" + std::to_string(i / kTenants))
         << "pop " << i;
   }
   EXPECT_EQ(staged_->count("req"), 0);

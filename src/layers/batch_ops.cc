@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "common/bytes.h"
 #include "common/random.h"
 #include "kvq/error.h"
 #include "layers/fitting.h"
@@ -113,26 +112,13 @@ std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n) {
 
 // As pop_fast (item_store.cc) for a batch: after commit_unknown_result the marker tells.
 std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std::size_t n) {
-  using Out = std::optional<std::vector<std::string>>;
-  const std::string marker = markers_.make();
-  std::vector<std::string> cleared;
-  int attempts = 0;
-  Out out = contention::run_once(
-      *db_,
-      [&](Transaction& tr) -> Out {
-        if (attempts++ > 0) return std::nullopt;
-        // A point read of the waiting-request count (not a scan of the request range); it
-        // conflicts with every registration and fulfilment, like a read of the whole range.
-        auto waiting = tr.get(staged_->keys().waiting());
-        if (waiting && common::decode_le64(*waiting) != 0) return std::nullopt;
-        std::vector<std::string> got = pop_fitting(tr, side, n);
-        if (got.empty() && staged_->has_abandoned(tr)) return std::nullopt;
-        cleared = markers_.write(tr, marker);
-        return got;
-      },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, markers_.resolve_window());
-  if (out) markers_.finished(marker, cleared);
-  return out;
+  return try_marked_once(*db_, markers_,
+                         [&](Transaction& tr) -> std::optional<std::vector<std::string>> {
+                           if (staged_->requests_waiting(tr)) return std::nullopt;
+                           std::vector<std::string> got = pop_fitting(tr, side, n);
+                           if (got.empty() && staged_->has_abandoned(tr)) return std::nullopt;
+                           return got;
+                         });
 }
 
 // ---- take batches ---------------------------------------------------------------------------

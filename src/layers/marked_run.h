@@ -9,6 +9,7 @@
 #define KVQ_SRC_LAYERS_MARKED_RUN_H_
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kvq/database.h"
@@ -34,6 +35,29 @@ auto run_marked(Database& db, Markers& markers, Body&& body,
       markers.resolve_window());
   markers.finished(marker, cleared);
   return result;
+}
+
+// One attempt at body(tr), which returns a std::optional: its result, or nullopt if body declined
+// (returned nullopt: nothing is committed then) or the attempt failed to commit (a conflict is not
+// retried). After commit_unknown_result the marker tells whether the attempt took effect. The
+// fast path of high-contention pops: on nullopt the caller queues up instead.
+template <typename Body>
+auto try_marked_once(Database& db, Markers& markers, Body&& body) {
+  using Out = std::invoke_result_t<Body&, Transaction&>;
+  const std::string marker = markers.make();
+  std::vector<std::string> cleared;
+  int attempts = 0;
+  Out out = contention::run_once(
+      db,
+      [&](Transaction& tr) -> Out {
+        if (attempts++ > 0) return std::nullopt;
+        Out r = body(tr);
+        if (r) cleared = markers.write(tr, marker);
+        return r;
+      },
+      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, markers.resolve_window());
+  if (out) markers.finished(marker, cleared);
+  return out;
 }
 
 }  // namespace kvq::detail

@@ -34,9 +34,9 @@ class StagedRequests {
     Tuple request = Tuple().append(Bytes(id)).append(side);
     if (count != 1) request.append(count);
     db_->run([&](Transaction& tr) {
-      tr.set_versionstamped_key(control_.pack_with_versionstamp(
-                                    Tuple().append("req").append(Versionstamp::incomplete())),
-                                request.pack());
+      tr.set_versionstamped_key(
+          control_.pack_with_versionstamp(Tuple().append("req").append(Versionstamp::incomplete())),
+          request.pack());
       std::string slot("\x00", 1);
       slot.append(10, '\0');
       slot.append("\x01\x00\x00\x00", 4);

@@ -40,18 +40,19 @@ struct Refilled {
   std::vector<KeyValue> items;
   bool exhausted = false;
 };
-using Refill = std::function<Refilled(Transaction& tr, std::size_t n, const TransactionLimits& room)>;
+using Refill =
+    std::function<Refilled(Transaction& tr, std::size_t n, const TransactionLimits& room)>;
 
 class Fulfiller {
  public:
   struct Result {
     enum Kind { kNoRequests, kServedOthers, kMineServed, kMineTaken, kNotLeader };
     Kind kind = kNoRequests;
-    std::vector<KeyValue> items;      // kMineTaken: what the fulfiller took for itself
-    std::uint64_t served = 0;         // requests answered
-    std::uint64_t expired = 0;        // abandoned requests withdrawn
-    std::uint64_t reclaimed = 0;      // abandoned deliveries put back
-    bool cut = false;                 // the engine's limits ended the batch early
+    std::vector<KeyValue> items;  // kMineTaken: what the fulfiller took for itself
+    std::uint64_t served = 0;     // requests answered
+    std::uint64_t expired = 0;    // abandoned requests withdrawn
+    std::uint64_t reclaimed = 0;  // abandoned deliveries put back
+    bool cut = false;             // the engine's limits ended the batch early
   };
 
   // `keys` must outlive the Fulfiller. `refill` (optional): see Refill.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/bytes.h"
 #include "common/clock.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
@@ -44,8 +45,7 @@ std::vector<std::string> StagedPops::pop_many(Side side, std::int64_t n,
   return values;
 }
 
-std::vector<KeyValue> StagedPops::pop_items(Side side, std::int64_t n,
-                                            Clock::time_point deadline) {
+std::vector<KeyValue> StagedPops::pop_items(Side side, std::int64_t n, Clock::time_point deadline) {
   for (;;) {
     const std::string me = register_request(side, n);
     std::vector<KeyValue> in_hand;
@@ -59,6 +59,11 @@ std::vector<KeyValue> StagedPops::pop_items(Side side, std::int64_t n,
     if (!o.gone) return std::move(o.items);
     // Slower than request_ttl: the request expired (or its item went back); queue up again.
   }
+}
+
+bool StagedPops::requests_waiting(Transaction& tr) {
+  const std::optional<std::string> waiting = tr.get(keys_.waiting());
+  return waiting && common::decode_le64(*waiting) != 0;
 }
 
 std::string StagedPops::register_request(Side side, std::int64_t n) {

@@ -56,6 +56,10 @@ class StagedPops {
   std::vector<KeyValue> pop_items(Side side, std::int64_t n, Clock::time_point deadline);
   // Answers the waiting requests that fit in `tr` (composed pops and clear()).
   void serve_all(Transaction& tr) { fulfiller_.serve_all(tr); }
+  // True if pops are waiting: a point read of the waiting-request count (not a scan of the
+  // request range), which conflicts with every registration and fulfilment as a read of the
+  // whole range would. A new pop must then queue up behind them.
+  bool requests_waiting(Transaction& tr);
   // True if a slot older than request_ttl exists (a fulfilment batch would reclaim it).
   bool has_abandoned(Transaction& tr) { return fulfiller_.has_abandoned(tr); }
   const ControlKeys& keys() const { return keys_; }

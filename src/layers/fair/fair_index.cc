@@ -130,7 +130,8 @@ void FairIndex::file(Transaction& tr, std::string_view tenant) const {
 
 void FairIndex::place(Transaction& tr, std::string_view tenant, std::int64_t credit,
                       std::int64_t weight) const {
-  tr.set(keys_.ring(tr.get_read_version(), next_placement_seq(), tenant), FairKeys::ring_value(credit, weight));
+  tr.set(keys_.ring(tr.get_read_version(), next_placement_seq(), tenant),
+         FairKeys::ring_value(credit, weight));
 }
 
 }  // namespace kvq::detail

@@ -8,9 +8,9 @@
 // first in line.
 #include <utility>
 
-#include "common/bytes.h"
 #include "layers/contention/stats.h"
 #include "layers/fair/fair_state.h"
+#include "layers/marked_run.h"
 
 namespace kvq::detail {
 
@@ -71,30 +71,18 @@ std::vector<std::optional<FairItem>> FairState::contended_pops(std::size_t n) {
   return pops_staged(n);
 }
 
-// As ItemStore::pop_batch_fast: a point read of the waiting-request count (it conflicts with
-// every registration and fulfilment), then one attempt; after commit_unknown_result the marker
-// tells. A queue that looks empty while abandoned deliveries wait to be put back stages too, so
-// that the fulfiller puts them back first.
+// As ItemStore::pop_batch_fast: one marked attempt, unless requests are waiting. A queue that
+// looks empty while abandoned deliveries wait to be put back stages too, so that the fulfiller
+// puts them back first.
 std::optional<std::vector<std::optional<FairItem>>> FairState::pops_fast(std::size_t n) {
   using Out = std::optional<std::vector<std::optional<FairItem>>>;
-  const std::string marker = markers_.make();
-  std::vector<std::string> cleared;
-  int attempts = 0;
-  Out out = contention::run_once(
-      *db_,
-      [&](Transaction& tr) -> Out {
-        if (attempts++ > 0) return std::nullopt;
-        const std::optional<std::string> waiting = tr.get(staged_->keys().waiting());
-        if (waiting && common::decode_le64(*waiting) != 0) return std::nullopt;
-        std::vector<std::optional<FairItem>> got = pops_that_fit(tr, n);
-        const bool nothing_ready = !got.empty() && !got.front();
-        if (nothing_ready && staged_->has_abandoned(tr)) return std::nullopt;
-        cleared = markers_.write(tr, marker);
-        return got;
-      },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, markers_.resolve_window());
-  if (out) markers_.finished(marker, cleared);
-  return out;
+  return try_marked_once(*db_, markers_, [&](Transaction& tr) -> Out {
+    if (staged_->requests_waiting(tr)) return std::nullopt;
+    std::vector<std::optional<FairItem>> got = pops_that_fit(tr, n);
+    const bool nothing_ready = !got.empty() && !got.front();
+    if (nothing_ready && staged_->has_abandoned(tr)) return std::nullopt;
+    return got;
+  });
 }
 
 std::vector<std::optional<FairItem>> FairState::pops_staged(std::size_t n) {

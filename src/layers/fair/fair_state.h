@@ -143,8 +143,8 @@ class FairState {
   FairQueueOptions options_;
   QueueOptions tenant_options_;
   Markers markers_;
-  std::unique_ptr<combining::Combiner> pops_;  // options.combine only
-  contention::ItemRange staging_;                    // options.high_contention only:
+  std::unique_ptr<combining::Combiner> pops_;       // options.combine only
+  contention::ItemRange staging_;                   // options.high_contention only:
   std::unique_ptr<contention::StagedPops> staged_;  // its waiting pops and fulfiller
   // tenant_queue's cache of item stores, by tenant.
   mutable std::mutex stores_mu_;
