@@ -31,9 +31,10 @@
 
 namespace kvq::contention {
 
-// Moves up to `n` (>= 1) next items into the item range, in `tr`, keyed after every item the range
-// holds, as fair pops would take them; `room` is what the transaction may use in all (Database::
-// limits() minus what the batch still needs: the refill stops before its usage passes it).
+// Moves up to `n` (>= 1) of the structure's next items (those its pops would take next) into the
+// item range, in `tr`, keyed after every item the range holds; `room` is what the transaction may
+// use in all (Database::limits() minus what the batch still needs: the refill stops before its
+// usage passes it, though it always moves at least one item if there is one).
 // Returns the items it staged, in order, and `exhausted` if there were no more to stage (fewer
 // than n and not because of `room`).
 struct Refilled {
