@@ -6,6 +6,8 @@
 // tenant's turn. So every pop, staged or not, gets the items in the order single pops would have
 // served them, and an item delivered to a popper that went away goes back to the staging range,
 // first in line.
+#include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "layers/contention/stats.h"
@@ -21,8 +23,8 @@ contention::ItemRange FairState::staging_range() const {
   range.end = staging.end;
   range.size_key = keys_.staged_count();
   range.total_key = keys_.ready_total();  // staged items still count in size()
-  // No end-window hints (range.hints null): reads cover the whole range, which holds at most
-  // what one fulfilment batch staged and had no room to hand out.
+  // No end-window hints (range.hints null): reads cover the whole range, which holds only what
+  // batches staged and had no room to hand out, and deliveries put back.
   return range;
 }
 
