@@ -204,6 +204,54 @@ TEST_P(ConformanceTest, GetRangesConflictsAsTheSingleReadsWould) {
   EXPECT_THROW(tr2.commit(), Error);
 }
 
+// Reads hinted by prefetch return what they would without the hint (over writes the transaction
+// made after the hint too, and when made twice); the hint itself reads nothing a commit depends
+// on, and a bad range in it fails only in the read.
+TEST_P(ConformanceTest, PrefetchedReadsReturnWhatUnhintedReadsWould) {
+  for (int i = 0; i < 40; ++i) put("p" + std::to_string(100 + i), "v" + std::to_string(i));
+  const std::vector<RangeRead> reads = {
+      {"p100", "p110", {.limit = 1}},
+      {"p110", "p130", {.limit = 3, .reverse = true}},
+      {"p", "q", {}},
+      {"x", "y", {.limit = 1}},  // nothing there
+      {"p130", "p120", {}},      // inverted: skipped by the hint
+  };
+  const auto write = [](Transaction& tr) {
+    tr.set("p1005", "own");
+    tr.clear("p129");
+    tr.clear_range("p112", "p115");
+  };
+  for (bool first_read : {true, false}) {
+    Transaction hinted = db_->create_transaction();
+    Transaction plain = db_->create_transaction();
+    if (!first_read) hinted.get("p101");
+    hinted.prefetch(reads);
+    plain.get_read_version();
+    write(hinted);
+    write(plain);
+    for (std::size_t i = 0; i + 1 < reads.size(); ++i) {
+      for (int twice = 0; twice < 2; ++twice) {
+        EXPECT_EQ(hinted.get_range(reads[i].begin, reads[i].end, reads[i].options),
+                  plain.get_range(reads[i].begin, reads[i].end, reads[i].options))
+            << "read " << i << (first_read ? " (first read)" : "");
+      }
+    }
+    EXPECT_THROW(hinted.get_range(reads.back().begin, reads.back().end), Error);
+  }
+  // A hinted range never read adds no conflict; one read does.
+  Transaction unread = db_->create_transaction();
+  unread.prefetch(reads);
+  put("p100", "changed");
+  unread.set("out", "1");
+  EXPECT_NO_THROW(unread.commit());
+  Transaction read = db_->create_transaction();
+  read.prefetch(reads);
+  read.get_range(reads[0].begin, reads[0].end, reads[0].options);
+  put("p100", "changed again");
+  read.set("out", "2");
+  EXPECT_THROW(read.commit(), Error);
+}
+
 TEST_P(ConformanceTest, AtomicAddIsReadBackByGetAndRangeReads) {
   put("n", le64(5));
   Transaction tr = db_->create_transaction();

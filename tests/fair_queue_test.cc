@@ -8,6 +8,8 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "kvq/kvq.h"
 #include "support/error_code.h"
@@ -209,6 +211,23 @@ TEST_P(FairQueueTest, DelayedItemsWaitAndThenTheirTenantIsServed) {
   auto item = fq.pop_wait(5s);
   ASSERT_TRUE(item);
   EXPECT_EQ(*item, (FairItem{"t", "late"}));
+}
+
+// Wake-ups filed together (one read of their tenants' index keys) file a tenant with several due
+// wake-ups once: a second ring entry would give it two turns a round.
+TEST_P(FairQueueTest, ATenantWithSeveralDueWakeUpsIsFiledOnce) {
+  FairQueue fq = make();
+  int step = 0;
+  for (const auto& [tenant, value] : std::vector<std::pair<std::string, std::string>>{
+           {"a", "a1"}, {"a", "a2"}, {"b", "b1"}, {"a", "a3"}}) {
+    PushOptions later;
+    later.delay = std::chrono::milliseconds(++step);  // a wake-up of its own each
+    fq.push(tenant, value, later);
+  }
+  std::this_thread::sleep_for(50ms);
+  std::vector<std::string> popped;
+  while (auto item = fq.pop()) popped.push_back(item->value);
+  EXPECT_EQ(popped, (std::vector<std::string>{"a1", "b1", "a2", "a3"}));
 }
 
 TEST_P(FairQueueTest, MaxAttemptsSendsToTheTenantsDeadLetters) {

@@ -168,6 +168,13 @@ class Transaction {
   // trips (etcd) fetches them in one request where it can, so a layer that knows the ranges it
   // needs pays one round trip instead of one per range.
   std::vector<std::vector<KeyValue>> get_ranges(std::span<const RangeRead> reads);
+  // A hint that get_range will soon be called with each of `reads` (options.snapshot aside), when
+  // a layer knows its next reads before it can make them (each depends on what the one before it
+  // returned): an engine with round trips (etcd) fetches them all now in one request, and answers
+  // each of those calls (the first with exactly that range, limit and direction) from what it
+  // fetched. Results, read conflicts and errors stay those of the calls; a read never made costs
+  // only memory until the transaction ends. Adds no read conflict. Other engines: nothing.
+  void prefetch(std::span<const RangeRead> reads);
 
   // Buffers key = value. Throws key_too_large / value_too_large / transaction_too_large; on a
   // throw nothing is buffered.

@@ -35,6 +35,8 @@ std::vector<KeyValue> Transaction::get_range(std::string_view begin, std::string
 std::vector<std::vector<KeyValue>> Transaction::get_ranges(std::span<const RangeRead> reads) {
   return live(state_).get_ranges(reads);
 }
+
+void Transaction::prefetch(std::span<const RangeRead> reads) { live(state_).prefetch(reads); }
 void Transaction::set(std::string_view key, std::string_view value) {
   live(state_).set(key, value);
 }

@@ -136,7 +136,7 @@ std::vector<KeyValue> TransactionState::get_range(std::string_view begin, std::s
   return out;
 }
 
-std::vector<std::vector<KeyValue>> TransactionState::get_ranges(std::span<const RangeRead> reads) {
+void TransactionState::prefetch(std::span<const RangeRead> reads) {
   check_usable();
   // The first fetch of each read's merge (range_merge.h) asks the store for exactly its range and
   // limit; later fetches (after local clears hide pairs) go to the store one by one.
@@ -146,7 +146,11 @@ std::vector<std::vector<KeyValue>> TransactionState::get_ranges(std::span<const 
       queries.push_back({r.begin, r.end, r.options.limit, r.options.reverse});
     }
   }
-  if (queries.size() > 1) session().prefetch(queries);
+  if (queries.size() > 1) session().prefetch(queries);  // one read alone gains nothing
+}
+
+std::vector<std::vector<KeyValue>> TransactionState::get_ranges(std::span<const RangeRead> reads) {
+  prefetch(reads);
   std::vector<std::vector<KeyValue>> out;
   out.reserve(reads.size());
   for (const RangeRead& r : reads) out.push_back(get_range(r.begin, r.end, r.options));

@@ -47,6 +47,8 @@ class TransactionState {
                                   const RangeOptions& options);
   // get_range of each read, the engine asked first for all the ranges the reads will fetch.
   std::vector<std::vector<KeyValue>> get_ranges(std::span<const RangeRead> reads);
+  // Asks the engine for all of `reads` at once (Session::prefetch), if there are two or more.
+  void prefetch(std::span<const RangeRead> reads);
   Version get_read_version();
 
   // ---- writes (transaction_state.cc) ----

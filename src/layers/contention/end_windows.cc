@@ -56,6 +56,24 @@ std::optional<std::string> bound_at(const ItemRange& items, Place p, std::int64_
   return items.begin.substr(0, items.prefix_size) + t.pack();
 }
 
+// Whether a read of `limit` items of [begin, end) reads the window next to `bound` first (else
+// the whole range at once).
+bool windowed(const std::string& begin, const std::string& end,
+              const std::optional<std::string>& bound, int limit) {
+  // (A limit of 0 means "no limit": the window alone would not do.)
+  return bound && limit > 0 && *bound > begin && *bound < end;
+}
+
+// The first read of read_two_parts(tr, begin, end, bound, side, limit, snapshot) (its strings
+// viewed, not copied).
+RangeRead first_part(const std::string& begin, const std::string& end,
+                     const std::optional<std::string>& bound, Side side, int limit, bool snapshot) {
+  const bool back = side == Side::kBack;
+  const RangeOptions options{.limit = limit, .reverse = back, .snapshot = snapshot};
+  if (!windowed(begin, end, bound, limit)) return {begin, end, options};
+  return back ? RangeRead{*bound, end, options} : RangeRead{begin, *bound, options};
+}
+
 // Up to `limit` items of [begin, end) from `side`: first from the window between `bound` and
 // that side's end, then, if it ran short, from the rest (see the file comment).
 std::vector<KeyValue> read_two_parts(Transaction& tr, const std::string& begin,
@@ -63,13 +81,9 @@ std::vector<KeyValue> read_two_parts(Transaction& tr, const std::string& begin,
                                      const std::optional<std::string>& bound, Side side, int limit,
                                      bool snapshot) {
   const bool back = side == Side::kBack;
-  // (A limit of 0 means "no limit": the window alone would not do.)
-  if (!bound || limit <= 0 || *bound <= begin || *bound >= end) {
-    return tr.get_range(begin, end, {.limit = limit, .reverse = back, .snapshot = snapshot});
-  }
-  std::vector<KeyValue> near =
-      back ? tr.get_range(*bound, end, {.limit = limit, .reverse = true, .snapshot = snapshot})
-           : tr.get_range(begin, *bound, {.limit = limit, .snapshot = snapshot});
+  const RangeRead first = first_part(begin, end, bound, side, limit, snapshot);
+  std::vector<KeyValue> near = tr.get_range(first.begin, first.end, first.options);
+  if (!windowed(begin, end, bound, limit)) return near;
   const int rest = limit - static_cast<int>(near.size());
   if (rest <= 0) return near;
   std::vector<KeyValue> far =
@@ -89,32 +103,42 @@ void remember_tail(const ItemRange& items, const std::string& key) {
   items.hints->tails[p->priority] = p->position;
 }
 
+// The bound of the window that a read of `limit` items at `side` of `items` reads first, from
+// the hint; nullopt without one.
+std::optional<std::string> window_bound(const ItemRange& items, Side side, int limit) {
+  if (!items.hints) return std::nullopt;
+  std::optional<Place> hint;
+  {
+    std::lock_guard lock(items.hints->mu);
+    hint = items.hints->ends[static_cast<int>(side)];
+  }
+  if (!hint) return std::nullopt;
+  const std::int64_t window = std::max<std::int64_t>(kWindow, 2 * std::int64_t{limit});
+  return bound_at(items, *hint, side == Side::kBack ? -window : window);
+}
+
 }  // namespace
 
 std::shared_ptr<EndHints> make_end_hints() { return std::make_shared<EndHints>(); }
 
 std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side side, int limit,
                                bool snapshot) {
-  const int s = static_cast<int>(side);
-  std::optional<std::string> bound;
-  if (items.hints) {
-    std::optional<Place> hint;
-    {
-      std::lock_guard lock(items.hints->mu);
-      hint = items.hints->ends[s];
-    }
-    const std::int64_t window = std::max<std::int64_t>(kWindow, 2 * std::int64_t{limit});
-    if (hint) bound = bound_at(items, *hint, side == Side::kBack ? -window : window);
-  }
+  const std::optional<std::string> bound = window_bound(items, side, limit);
   std::vector<KeyValue> out =
       read_two_parts(tr, items.begin, items.end, bound, side, limit, snapshot);
   if (items.hints && !out.empty()) {
     if (auto p = place_of(items, out.back().key)) {
       std::lock_guard lock(items.hints->mu);
-      items.hints->ends[s] = p;
+      items.hints->ends[static_cast<int>(side)] = p;
     }
   }
   return out;
+}
+
+EndRead first_end_read(const ItemRange& items, Side side, int limit, bool snapshot) {
+  const std::optional<std::string> bound = window_bound(items, side, limit);
+  const RangeRead first = first_part(items.begin, items.end, bound, side, limit, snapshot);
+  return {std::string(first.begin), std::string(first.end), first.options};
 }
 
 std::vector<std::optional<KeyValue>> read_last_of_priorities(

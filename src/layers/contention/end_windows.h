@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kvq/database.h"
@@ -36,6 +37,15 @@ std::shared_ptr<EndHints> make_end_hints();
 // snapshot}) returns them and with the same read conflicts; usually a read of a small window.
 std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side side, int limit,
                                bool snapshot);
+
+// The first get_range that read_end(tr, items, side, limit, snapshot) would make now (for
+// Transaction::prefetch).
+struct EndRead {
+  std::string begin, end;
+  RangeOptions options;
+  RangeRead range_read() const { return {begin, end, options}; }
+};
+EndRead first_end_read(const ItemRange& items, Side side, int limit, bool snapshot);
 
 // The last item of priority `priority` (PriorityQueue pushes), by a snapshot read.
 std::optional<KeyValue> read_last_of_priority(Transaction& tr, const ItemRange& items,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/bytes.h"
 #include "layers/item_keys.h"
 
 namespace kvq::detail {
@@ -41,12 +42,33 @@ std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr) con
 }
 
 bool FairIndex::file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) const {
-  bool filed_any = false;
+  // The wake-ups' tenants, each once (one can have several wake-ups due).
+  std::vector<std::string> tenants;
   for (const KeyValue& kv : wakes) {
     tr.clear(kv.key);
-    const std::string tenant = keys_.wake_tenant(kv.key);
-    if (tr.get(keys_.filed(tenant)).has_value()) continue;
-    file(tr, tenant);
+    std::string tenant = keys_.wake_tenant(kv.key);
+    if (std::find(tenants.begin(), tenants.end(), tenant) == tenants.end()) {
+      tenants.push_back(std::move(tenant));
+    }
+  }
+  // Each one's `filed` key (with a read conflict) and weight key (a snapshot read; file() adds
+  // the conflict if it uses it), read together: reads of single keys, as get() would make them.
+  std::vector<std::string> keys, after;  // per tenant: its filed key, its weight key
+  for (const std::string& tenant : tenants) {
+    keys.push_back(keys_.filed(tenant));
+    keys.push_back(keys_.weight(tenant));
+  }
+  for (const std::string& key : keys) after.push_back(common::key_after(key));
+  std::vector<RangeRead> reads;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    reads.push_back({keys[k], after[k], {.limit = 1, .snapshot = k % 2 == 1}});
+  }
+  const std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
+  bool filed_any = false;
+  for (std::size_t t = 0; t < tenants.size(); ++t) {
+    if (!got[2 * t].empty()) continue;  // filed already
+    const std::vector<KeyValue>& weight_key = got[2 * t + 1];
+    file(tr, tenants[t], weight_key.empty() ? 1 : unpack_int(weight_key[0].value));
     filed_any = true;
   }
   return filed_any;
@@ -122,8 +144,8 @@ void FairIndex::set_weight(Transaction& tr, std::string_view tenant, std::int64_
   }
 }
 
-void FairIndex::file(Transaction& tr, std::string_view tenant) const {
-  const std::int64_t w = weight(tr, tenant, /*snapshot=*/false);
+void FairIndex::file(Transaction& tr, std::string_view tenant, std::int64_t w) const {
+  tr.add_read_conflict_key(keys_.weight(tenant));
   place(tr, tenant, w, w);
   tr.set(keys_.filed(tenant), "");
 }

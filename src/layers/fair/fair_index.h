@@ -78,9 +78,9 @@ class FairIndex {
   // Files the tenants of the due wake-ups `wakes` (unless filed already) and clears the wake-ups;
   // whether it filed any.
   bool file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) const;
-  // Files `tenant` at the back of the ring with its weight (read with a conflict, against
-  // set_weight) as credit, and marks it filed.
-  void file(Transaction& tr, std::string_view tenant) const;
+  // Files `tenant` at the back of the ring with its weight `w` (read from its weight key, which
+  // this makes a read conflict, against set_weight) as credit, and marks it filed.
+  void file(Transaction& tr, std::string_view tenant, std::int64_t w) const;
   // Writes `tenant`'s ring entry at the back of the ring: ("r", read version, seq, tenant), seq
   // from a process-wide counter: after every entry the transaction can see (each was placed by a
   // transaction whose read version is below its commit version, so below this read version) and

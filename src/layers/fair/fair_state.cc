@@ -136,14 +136,17 @@ std::optional<T> FairState::serve_marked(const Serve<T>& serve_one) {
 }
 
 std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::string& tenant,
-                                               std::size_t n) {
-  if (auto got = tenant_pops_.pop(tr, tenant, n, db_->limits())) return std::move(*got);
+                                               std::size_t n, std::int64_t now_us) {
+  if (auto got = tenant_pops_.pop(tr, tenant, n, db_->limits(), now_us)) return std::move(*got);
   return tenant_queue(tenant).pop_batch(tr, n);  // its Queue moves the due timers first
 }
 
 FairState::Serve<FairItem> FairState::popper() {
   return [this](const std::string& tenant, Transaction& tr) -> std::optional<FairItem> {
-    std::vector<std::string> got = pop_tenant(tr, tenant, 1);
+    const std::int64_t now = now_us();
+    const std::string_view tenants[] = {tenant};
+    tenant_pops_.prefetch(tr, tenants, now);  // its two reads in one round trip
+    std::vector<std::string> got = pop_tenant(tr, tenant, 1, now);
     if (got.empty()) return std::nullopt;
     return FairItem{tenant, std::move(got[0])};
   };
@@ -225,6 +228,7 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
                                                                const TransactionLimits& limits) {
   std::vector<std::optional<FairItem>> out;
   index_.file_due(tr);
+  const std::int64_t now = now_us();
   std::size_t turn_ops = 0, turn_bytes = 0;  // the most one tenant's turns cost so far
   int retired = 0;
   while (out.size() < n) {
@@ -246,11 +250,16 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
     // One entry: the window read the whole ring, so the tenant is alone in it and has every turn
     // left (and its entry stays in place).
     const bool alone = ring.size() == 1;
-    for (const RingEntry& entry : ring) {
+    std::size_t prefetched = 0;  // entries whose tenants' first reads were prefetched
+    for (std::size_t i = 0; i < ring.size(); ++i) {
+      const RingEntry& entry = ring[i];
       const std::size_t want =
           alone ? wanted : std::min(static_cast<std::size_t>(entry.credit), n - out.size());
       if (want == 0) break;
-      std::vector<std::string> got = pop_tenant(tr, entry.tenant, want);
+      if (i == prefetched) {
+        prefetched = prefetch_turns(tr, ring, i, turn_ops, limits, now);
+      }
+      std::vector<std::string> got = pop_tenant(tr, entry.tenant, want, now);
       if (got.empty()) {  // its items ran out (read with a conflict): it leaves the ring
         index_.retire(tr, entry);
         if (++retired == kRetirePerTransaction) return out;  // commit that, go on
@@ -270,6 +279,21 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
     }
   }
   return out;
+}
+
+std::size_t FairState::prefetch_turns(Transaction& tr, const std::vector<RingEntry>& ring,
+                                      std::size_t from, std::size_t turn_ops,
+                                      const TransactionLimits& limits, std::int64_t now_us) {
+  std::size_t to = ring.size();
+  if (turn_ops > 0) {  // as many as fit, and one more (the loop's bound is an estimate)
+    const std::size_t used = tr.usage().operations;
+    const std::size_t room = limits.max_operations > used ? limits.max_operations - used : 0;
+    to = std::min(to, from + room / turn_ops + 1);
+  }
+  std::vector<std::string_view> tenants;
+  for (std::size_t i = from; i < to; ++i) tenants.push_back(ring[i].tenant);
+  tenant_pops_.prefetch(tr, tenants, now_us);
+  return to;
 }
 
 std::optional<Lease> FairState::take(milliseconds vt) { return serve_marked<Lease>(taker(vt)); }

@@ -100,8 +100,9 @@ class FairState {
   std::optional<T> serve_marked(const Serve<T>& serve_one);
   Serve<Lease> taker(std::chrono::milliseconds vt) const;
   // Up to `n` (>= 1) items from the front of `tenant`'s items, as its Queue::pop_batch(tr, n)
-  // (through tenant_pops_, or the tenant's Queue if it has due timers to move first).
-  std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n);
+  // (through tenant_pops_, or the tenant's Queue if it has timers due by `now_us` to move first).
+  std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n,
+                                      std::int64_t now_us);
   // A turn's pop: the front item of the tenant, nullopt if it has none.
   Serve<FairItem> popper();
   // Combined pops: the leader serves its group in as few marked transactions as the engine's
@@ -116,6 +117,12 @@ class FairState {
   // no tenant has a ready item. Fewer if `limits` or kRetirePerTransaction are reached.
   std::vector<std::optional<FairItem>> turns_that_fit(Transaction& tr, std::size_t n,
                                                       const TransactionLimits& limits);
+  // Prefetches (TenantPops::prefetch) the first reads of the turns of ring[from...]: those of as
+  // many tenants as `limits` leave room for at `turn_ops` operations a turn (all if 0: none served
+  // yet), and one more. Returns the index after the last tenant prefetched.
+  std::size_t prefetch_turns(Transaction& tr, const std::vector<RingEntry>& ring, std::size_t from,
+                             std::size_t turn_ops, const TransactionLimits& limits,
+                             std::int64_t now_us);
 
   // ---- high-contention mode (fair_staging.cc) ----
   // The staging range (FairKeys::staging) as the fulfiller's item range.

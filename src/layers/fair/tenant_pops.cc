@@ -1,6 +1,7 @@
 #include "layers/fair/tenant_pops.h"
 
 #include "kvq/tuple.h"
+#include "layers/contention/end_windows.h"
 #include "layers/fitting.h"
 #include "layers/item_keys.h"
 #include "layers/work_keys.h"
@@ -25,15 +26,20 @@ std::shared_ptr<const TenantPops::Keys> TenantPops::keys_of(std::string_view ten
   return made;
 }
 
+namespace {
+
+// WorkItems::release_due's read (a snapshot read of the due timers), to see whether it has
+// anything to move.
+constexpr RangeOptions kDueRead{.limit = 1, .snapshot = true};
+
+}  // namespace
+
 std::optional<std::vector<std::string>> TenantPops::pop(Transaction& tr, std::string_view tenant,
                                                         std::size_t n,
-                                                        const TransactionLimits& limits) {
+                                                        const TransactionLimits& limits,
+                                                        std::int64_t now_us) {
   const std::shared_ptr<const Keys> k = keys_of(tenant);
-  // WorkItems::release_due's read (a snapshot read of the due timers), to see whether it has
-  // anything to move.
-  if (!tr.get_range(k->due_begin, due_before_key(k->control, now_us()),
-                    {.limit = 1, .snapshot = true})
-           .empty()) {
+  if (!tr.get_range(k->due_begin, due_before_key(k->control, now_us), kDueRead).empty()) {
     return std::nullopt;
   }
   std::vector<std::string> out;
@@ -42,6 +48,27 @@ std::optional<std::vector<std::string>> TenantPops::pop(Transaction& tr, std::st
     out.push_back(std::move(kv.value));
   });
   return out;
+}
+
+void TenantPops::prefetch(Transaction& tr, std::span<const std::string_view> tenants,
+                          std::int64_t now_us) {
+  // The keys the reads view, kept until the hint is given (reserved: they do not move).
+  std::vector<std::shared_ptr<const Keys>> keys;
+  std::vector<std::string> due_ends;
+  std::vector<contention::EndRead> fronts;
+  keys.reserve(tenants.size());
+  due_ends.reserve(tenants.size());
+  fronts.reserve(tenants.size());
+  std::vector<RangeRead> reads;
+  for (std::string_view tenant : tenants) {
+    const Keys* k = keys.emplace_back(keys_of(tenant)).get();
+    due_ends.push_back(due_before_key(k->control, now_us));
+    reads.push_back({k->due_begin, due_ends.back(), kDueRead});
+    // consume_fitting reads one item first, whatever the batch.
+    fronts.push_back(contention::first_end_read(k->items, contention::Side::kFront, 1, false));
+    reads.push_back(fronts.back().range_read());
+  }
+  tr.prefetch(reads);
 }
 
 }  // namespace kvq::detail

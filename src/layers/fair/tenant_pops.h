@@ -8,10 +8,12 @@
 #define KVQ_SRC_LAYERS_FAIR_TENANT_POPS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -33,11 +35,16 @@ class TenantPops {
 
   // Up to `n` (>= 1) items from the front of `tenant`'s items, removed, as the tenant's
   // Queue::pop_batch(tr, n) returns them (with the same reads, writes and read conflicts, cut to
-  // `limits` the same way). nullopt, after one snapshot read, if the tenant has a due timer (an
-  // expired lease or a due delayed item): then the caller pops through the tenant's Queue, which
-  // moves the due timers first.
+  // `limits` the same way). nullopt, after one snapshot read, if the tenant has a timer due by
+  // `now_us` (an expired lease or a due delayed item): then the caller pops through the tenant's
+  // Queue, which moves the due timers first.
   std::optional<std::vector<std::string>> pop(Transaction& tr, std::string_view tenant,
-                                              std::size_t n, const TransactionLimits& limits);
+                                              std::size_t n, const TransactionLimits& limits,
+                                              std::int64_t now_us);
+  // Tells `tr` (Transaction::prefetch) the first two reads that pop(tr, tenant, n, limits, now_us)
+  // makes for each of `tenants` (its timers and its front item; the same for any n), so that an
+  // engine with round trips fetches them for all of these tenants in one.
+  void prefetch(Transaction& tr, std::span<const std::string_view> tenants, std::int64_t now_us);
 
  private:
   // One tenant's keys (immutable once made; shared with pops in flight when the map is cleared).
