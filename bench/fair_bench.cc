@@ -7,18 +7,27 @@
 // 400,000 items, then 1,000 pops of warm-up (other URLs: 4,000 items, 300 pops, in a fresh
 // subspace); a run that drains them is timed to its last pop.
 //   fair_bench [seconds per measurement, default 1] [URL, default memory:] [structure [tenants
-//   [clients]]]  (the last three: run only the matching rows, e.g. to profile one of them; a
-//   tenant count other than 1 and 10,000 runs the FairQueue rows with that many tenants)
+//   [clients [processes]]]]  (structure, tenants, clients: run only the matching rows, e.g. to
+//   profile one of them; a tenant count other than 1 and 10,000 runs the FairQueue rows with that
+//   many tenants. processes P > 1, on etcd only: the row's clients are P worker processes, each
+//   with `clients` threads and its own connection, popping the one prefilled structure; they
+//   start together after the prefill, and the row reports P x clients clients, all their pops
+//   over the longest worker's time, and their CPU time)
 // Prints one row per measurement: structure, mode, tenants, clients, pops/s, retries per pop, and
 // CPU µs per pop (the whole process's CPU time while the clients popped, over the pops).
+#include <spawn.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,6 +76,7 @@ struct Measured {
   double rate = 0;        // pops/s
   std::int64_t pops = 0;  // pops made
   double cpu_seconds = 0;
+  double elapsed = 0;  // seconds until the last client stopped
 };
 
 // Pops/s of `clients` threads running `pop` for `seconds` (or until the structure is drained: the
@@ -95,7 +105,8 @@ Measured measure(const PopFn& pop, int clients, double seconds) {
   for (auto& t : threads) t.join();
   const auto last = *std::max_element(ends.begin(), ends.end());
   const double elapsed = std::chrono::duration<double>(last - start).count();
-  return {static_cast<double>(ops.load()) / elapsed, ops.load(), process_cpu_seconds() - cpu_start};
+  return {static_cast<double>(ops.load()) / elapsed, ops.load(), process_cpu_seconds() - cpu_start,
+          elapsed};
 }
 
 // One of the structures a row measures, prefilled, with its pop.
@@ -124,71 +135,170 @@ Structure round_robin(std::shared_ptr<kvq::Database> db, const kvq::Subspace& sp
           }};
 }
 
-void row(const std::string& url, const std::string& kind, int tenants, int clients,
-         double seconds) {
-  auto db = kvq::open(url);
-  // A subspace of its own per row (a shared server keeps what earlier rows left).
-  const kvq::Subspace space(
-      kvq::Tuple()
-          .append("fair_bench")
-          .append(kind)
-          .append(static_cast<std::int64_t>(Clock::now().time_since_epoch().count())));
+// The structure `kind` over `space` of `db` (the FairQueue's items spread over `tenants`).
+Structure open_structure(const std::shared_ptr<kvq::Database>& db, const kvq::Subspace& space,
+                         const std::string& kind, int tenants) {
+  if (kind == "queues-rr") return round_robin(db, space, tenants);
+  if (kind.starts_with("fair")) {
+    kvq::FairQueueOptions fo;
+    fo.combine = kind == "fair-comb";
+    fo.high_contention = kind == "fair-hc";
+    auto fq = std::make_shared<kvq::FairQueue>(db, space, fo);
+    return {[fq, tenants](kvq::Transaction& tr, int i, const std::string& value) {
+              fq->push(tr, "tenant-" + std::to_string(i % tenants), value);
+            },
+            [fq] { return fq->pop().has_value(); }};
+  }
   kvq::QueueOptions qo;
   qo.high_contention = kind == "queue-hc";
   qo.combine = kind == "queue-comb";
-  kvq::Queue q(db, space, qo);
-  kvq::FairQueueOptions fo;
-  fo.combine = kind == "fair-comb";
-  fo.high_contention = kind == "fair-hc";
-  kvq::FairQueue fq(db, space, fo);
-  const bool fair = kind.starts_with("fair");
-  const bool has_tenants = fair || kind == "queues-rr";
-  Structure s;
-  if (kind == "queues-rr") {
-    s = round_robin(db, space, tenants);
-  } else if (fair) {
-    s = {[&](kvq::Transaction& tr, int i, const std::string& value) {
-           fq.push(tr, "tenant-" + std::to_string(i % tenants), value);
-         },
-         [&] { return fq.pop().has_value(); }};
-  } else {
-    s = {[&](kvq::Transaction& tr, int, const std::string& value) { q.push(tr, value); },
-         [&] { return q.pop().has_value(); }};
+  auto q = std::make_shared<kvq::Queue>(db, space, qo);
+  return {[q](kvq::Transaction& tr, int, const std::string& value) { q->push(tr, value); },
+          [q] { return q->pop().has_value(); }};
+}
+
+// The subspace of a row's structure: its own per row (a shared server keeps what earlier rows
+// left), named by `stamp`.
+kvq::Subspace row_space(const std::string& kind, std::int64_t stamp) {
+  return kvq::Subspace(kvq::Tuple().append("fair_bench").append(kind).append(stamp));
+}
+
+// What one measuring process reports: its pops, their retries, its time and CPU time.
+struct Report {
+  std::int64_t pops = 0;
+  std::int64_t retries = 0;
+  double elapsed = 0;
+  double cpu_seconds = 0;
+};
+
+// Measures `pop` in this process, counting the retries of `db`.
+Report measure_here(kvq::Database& db, const PopFn& pop, int clients, double seconds) {
+  const auto before = db.stats().retries;
+  const Measured m = measure(pop, clients, seconds);
+  return {m.pops, static_cast<std::int64_t>(db.stats().retries - before), m.elapsed, m.cpu_seconds};
+}
+
+// Runs `processes` copies of this program as workers (worker_main) on the row's structure, all
+// started before any is waited for, and sums their reports (the longest time).
+Report measure_in_processes(const std::string& url, const std::string& kind, int tenants,
+                            std::int64_t stamp, int clients, int processes, double seconds) {
+  struct Worker {
+    pid_t pid = -1;
+    int out = -1;  // the read end of its stdout
+  };
+  std::vector<Worker> workers;
+  const char* self = "/proc/self/exe";
+  const std::vector<std::string> args = {self,
+                                         "--worker",
+                                         std::to_string(seconds),
+                                         url,
+                                         kind,
+                                         std::to_string(tenants),
+                                         std::to_string(clients),
+                                         std::to_string(stamp)};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (int p = 0; p < processes; ++p) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("fair_bench: pipe failed");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    Worker w;
+    const int rc = posix_spawn(&w.pid, self, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    if (rc != 0) throw std::runtime_error("fair_bench: cannot start a worker process");
+    w.out = fds[0];
+    workers.push_back(w);
   }
+  Report sum;
+  for (const Worker& w : workers) {
+    std::string text;
+    char buf[256];
+    for (ssize_t got; (got = read(w.out, buf, sizeof buf)) > 0;) text.append(buf, got);
+    close(w.out);
+    int status = 0;
+    waitpid(w.pid, &status, 0);
+    Report r;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        std::sscanf(text.c_str(), "%ld %ld %lf %lf", &r.pops, &r.retries, &r.elapsed,
+                    &r.cpu_seconds) != 4) {
+      throw std::runtime_error("fair_bench: a worker process failed");
+    }
+    sum.pops += r.pops;
+    sum.retries += r.retries;
+    sum.elapsed = std::max(sum.elapsed, r.elapsed);
+    sum.cpu_seconds += r.cpu_seconds;
+  }
+  return sum;
+}
+
+// A worker process of measure_in_processes: measures the row's structure, prefilled by its
+// parent, and prints its report.
+int worker_main(char** argv) {
+  const double seconds = std::stod(argv[2]);
+  const std::string url = argv[3], kind = argv[4];
+  const int tenants = std::stoi(argv[5]), clients = std::stoi(argv[6]);
+  const std::int64_t stamp = std::stoll(argv[7]);
+  auto db = kvq::open(url);
+  const Structure s = open_structure(db, row_space(kind, stamp), kind, tenants);
+  const Report r = measure_here(*db, s.pop, clients, seconds);
+  std::printf("%ld %ld %.6f %.6f\n", r.pops, r.retries, r.elapsed, r.cpu_seconds);
+  return 0;
+}
+
+void row(const std::string& url, const std::string& kind, int tenants, int clients, int processes,
+         double seconds) {
+  auto db = kvq::open(url);
+  const auto stamp = static_cast<std::int64_t>(Clock::now().time_since_epoch().count());
+  const Structure s = open_structure(db, row_space(kind, stamp), kind, tenants);
   const bool in_memory = url.starts_with("memory:");
   prefill(*db, s.push, in_memory ? kItems : kItemsOnDisk,
           in_memory ? kPerTransaction : kPerTransactionOnDisk);
   // Warm-up: the first pops of a FairQueue file the tenants the prefill woke (16 per pop); measure
   // the steady state after them.
   for (int i = 0; i < (in_memory ? kWarmUpPops : kWarmUpPopsOnDisk); ++i) s.pop();
-  const auto before = db->stats().retries;
-  const Measured m = measure(s.pop, clients, seconds);
-  const double pops = static_cast<double>(m.pops);
+  const Report r =
+      processes > 1 ? measure_in_processes(url, kind, tenants, stamp, clients, processes, seconds)
+                    : measure_here(*db, s.pop, clients, seconds);
+  const double pops = static_cast<double>(r.pops);
+  const bool has_tenants = kind.starts_with("fair") || kind == "queues-rr";
   std::printf("%-9s %8d %8d %12.0f %10.3f %10.2f\n", kind.c_str(), has_tenants ? tenants : 0,
-              clients, m.rate,
-              pops > 0 ? static_cast<double>(db->stats().retries - before) / pops : 0.0,
-              pops > 0 ? m.cpu_seconds * 1e6 / pops : 0.0);
+              clients * processes, r.elapsed > 0 ? pops / r.elapsed : 0.0,
+              pops > 0 ? static_cast<double>(r.retries) / pops : 0.0,
+              pops > 0 ? r.cpu_seconds * 1e6 / pops : 0.0);
   std::fflush(stdout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 8 && std::string_view(argv[1]) == "--worker") return worker_main(argv);
   const double seconds = argc > 1 ? std::stod(argv[1]) : 1.0;
   const std::string url = argc > 2 ? argv[2] : "memory:";
   const std::string only_kind = argc > 3 ? argv[3] : "";
   const int only_tenants = argc > 4 ? std::stoi(argv[4]) : 0;
   const int only_clients = argc > 5 ? std::stoi(argv[5]) : 0;
-  const auto selected = [&](const std::string& kind, int tenants, int clients) {
+  const int processes = argc > 6 ? std::stoi(argv[6]) : 1;
+  if (processes > 1 && (url.starts_with("memory:") || url.starts_with("rocksdb:"))) {
+    std::fprintf(stderr, "fair_bench: several processes need a server (etcd), not %s\n",
+                 url.c_str());
+    return 2;
+  }
+  const auto selected = [&](const std::string& kind, int tenants) {
     return (only_kind.empty() || kind == only_kind) &&
-           (only_tenants == 0 || tenants == only_tenants || kind.starts_with("queue-")) &&
-           (only_clients == 0 || clients == only_clients);
+           (only_tenants == 0 || tenants == only_tenants || kind.starts_with("queue-"));
   };
   std::printf("%-9s %8s %8s %12s %10s %10s\n", "structure", "tenants", "clients", "pops/s",
               "retries/op", "cpu_us/op");
-  for (int clients : {1, 32}) {
+  const std::vector<int> client_counts =
+      only_clients > 0 ? std::vector<int>{only_clients} : std::vector<int>{1, 32};
+  for (int clients : client_counts) {
     for (const char* kind : {"queue", "queue-hc", "queue-comb"}) {
-      if (selected(kind, 1, clients)) row(url, kind, 1, clients, seconds);
+      if (selected(kind, 1)) row(url, kind, 1, clients, processes, seconds);
     }
     for (const char* kind : {"queues-rr", "fair", "fair-hc", "fair-comb"}) {
       // A tenant count given on the command line replaces the two the table compares.
@@ -196,7 +306,7 @@ int main(int argc, char** argv) {
           only_tenants > 1 ? std::vector<int>{only_tenants} : std::vector<int>{1, 10'000};
       for (int tenants : tenant_counts) {
         if (tenants == 1 && std::string_view(kind) == "queues-rr") continue;  // that is `queue`
-        if (selected(kind, tenants, clients)) row(url, kind, tenants, clients, seconds);
+        if (selected(kind, tenants)) row(url, kind, tenants, clients, processes, seconds);
       }
     }
   }

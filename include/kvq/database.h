@@ -306,6 +306,10 @@ class Database : public std::enable_shared_from_this<Database> {
   // fault injection, false on memory: and rocksdb: (a commit there is applied or it fails, never
   // in doubt). Code that must be idempotent under unknown results needs its own care only if true.
   bool commits_can_be_unknown() const;
+  // Whether each read waits for a server (etcd): then Transaction::prefetch and get_ranges save
+  // round trips, and a layer gives its hints. False on memory: and rocksdb: (reads are local: a
+  // hint would only cost the CPU of building it).
+  bool reads_take_round_trips() const;
 
   // For engines and tests: the engine behind this database.
   const std::shared_ptr<engine::Engine>& engine() const { return engine_; }

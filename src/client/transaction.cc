@@ -136,6 +136,8 @@ TransactionLimits Database::limits() const { return engine_->limits(); }
 
 bool Database::commits_can_be_unknown() const { return engine_->commits_can_be_unknown(); }
 
+bool Database::reads_take_round_trips() const { return engine_->reads_take_round_trips(); }
+
 DatabaseStats Database::stats() const {
   DatabaseStats s;
   s.commits = counters_->commits.load(std::memory_order_relaxed);

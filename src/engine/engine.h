@@ -118,6 +118,9 @@ class Engine {
   // Whether a commit may end in commit_unknown_result (a cluster, or a fault injector): then the
   // layers write an idempotency marker per operation (layers/markers.h). Default: true.
   virtual bool commits_can_be_unknown() const { return true; }
+  // Whether a read waits for a server (a round trip), so that Session::prefetch saves time: then
+  // the layers hint their next reads (Transaction::prefetch). Default: false (reads are local).
+  virtual bool reads_take_round_trips() const { return false; }
 };
 
 }  // namespace kvq::engine

@@ -86,7 +86,7 @@ void ItemStore::push_batch(std::span<const PushItem> items) {
 // Due timers first, then the items (fitting.h).
 std::size_t ItemStore::consume_fitting(Transaction& tr, Side side, std::size_t n,
                                        const std::function<void(KeyValue&)>& consume) {
-  work_.release_due(tr);  // expired leases and due delayed items first (work_items.h)
+  release_due_before_end(tr, side);
   return detail::consume_fitting(tr, items_, db_->limits(), side, n, consume);
 }
 

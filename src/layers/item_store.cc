@@ -33,6 +33,7 @@ std::shared_ptr<Database> non_null(std::shared_ptr<Database> db) {
 ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options,
                      bool prioritized, const std::string& total_key)
     : db_(non_null(std::move(db))),
+      hint_reads_(db_->reads_take_round_trips()),
       subspace_(std::move(subspace)),
       control_(subspace_.subspace(Tuple().append("kvq"))),
       options_(validated(options)),
@@ -95,8 +96,19 @@ std::optional<KeyValue> ItemStore::end_item(Transaction& tr, Side side, bool sna
   return std::move(kvs[0]);
 }
 
+void ItemStore::release_due_before_end(Transaction& tr, Side side) {
+  const std::int64_t now = now_us();
+  if (hint_reads_) {
+    const contention::OwnedRead reads[] = {
+        work_.due_read(now), contention::first_end_read(items_, side, 1, /*snapshot=*/false)};
+    const RangeRead views[] = {reads[0].view(), reads[1].view()};
+    tr.prefetch(views);
+  }
+  work_.release_due(tr, now);  // expired leases and due delayed items first (work_items.h)
+}
+
 std::optional<std::string> ItemStore::pop_plain(Transaction& tr, Side side) {
-  work_.release_due(tr);  // expired leases and due delayed items first (work_items.h)
+  release_due_before_end(tr, side);
   auto kv = end_item(tr, side, false);
   if (!kv) return std::nullopt;
   tr.clear(kv->key);
@@ -105,7 +117,7 @@ std::optional<std::string> ItemStore::pop_plain(Transaction& tr, Side side) {
 }
 
 std::optional<std::string> ItemStore::peek(Transaction& tr, Side side) {
-  work_.release_due(tr);
+  release_due_before_end(tr, side);
   auto kv = end_item(tr, side, false);
   if (!kv) return std::nullopt;
   return std::move(kv->value);

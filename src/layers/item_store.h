@@ -143,7 +143,7 @@ class ItemStore {
   void write_batch(Transaction& tr, std::span<const PushItem> items,
                    const std::vector<std::string>& randoms);
   void check_fits(Transaction& tr, std::size_t count);
-  // Moves due timers (WorkItems::release_due), then calls consume(kv) on up to `n` items from
+  // Moves due timers (release_due_before_end), then calls consume(kv) on up to `n` items from
   // `side` (consume clears or moves each) and takes them off the size counter; returns how many
   // (fitting.h).
   std::size_t consume_fitting(Transaction& tr, Side side, std::size_t n,
@@ -154,12 +154,17 @@ class ItemStore {
   // earliest timer's due time (waiting.cc).
   void wait_for_item(Side side, std::chrono::milliseconds timeout,
                      const std::function<bool(std::chrono::milliseconds)>& attempt);
+  // Moves due timers (WorkItems::release_due) before a read of the item at `side`: the timers'
+  // read and that read's first part go to the engine together if reads take round trips
+  // (Transaction::prefetch: one round trip on etcd instead of two).
+  void release_due_before_end(Transaction& tr, Side side);
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
   std::optional<std::string> pop_plain(Transaction& tr, Side side);
   std::optional<std::string> pop_staged(Side side, std::chrono::milliseconds timeout);
   Fast pop_fast(Side side);
 
   std::shared_ptr<Database> db_;
+  bool hint_reads_;  // db_->reads_take_round_trips(): prefetch what pops read next
   Subspace subspace_;
   Subspace control_;
   QueueOptions options_;

@@ -75,13 +75,18 @@ bool WorkItems::exhausted(int attempts) const {
   return max_attempts_ > 0 && attempts >= max_attempts_;
 }
 
-void WorkItems::release_due(Transaction& tr) {
+contention::OwnedRead WorkItems::due_read(std::int64_t now_us) const {
   // A snapshot read: pops and takes do not conflict with leases being taken or acked meanwhile;
   // the read conflict goes on each timer moved, so two moves of one timer, or a move and an ack of
   // one lease, conflict.
-  auto due = tr.get_range(keys_.due_range().begin, keys_.due_before(now_us()),
-                          {.limit = kReleasePerOp, .snapshot = true});
-  for (const KeyValue& kv : due) {
+  return {keys_.due_range().begin,
+          keys_.due_before(now_us),
+          {.limit = kReleasePerOp, .snapshot = true}};
+}
+
+void WorkItems::release_due(Transaction& tr, std::int64_t now_us) {
+  const contention::OwnedRead read = due_read(now_us);
+  for (const KeyValue& kv : tr.get_range(read.begin, read.end, read.options)) {
     tr.add_read_conflict_key(kv.key);
     tr.clear(kv.key);
     release(tr, keys_.parse_due(kv.key), kv.value);

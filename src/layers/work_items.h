@@ -25,6 +25,7 @@
 #include "kvq/queue.h"
 #include "kvq/subspace.h"
 #include "layers/contention/control.h"
+#include "layers/contention/owned_read.h"
 #include "layers/dead_letters.h"
 #include "layers/markers.h"
 #include "layers/work_keys.h"
@@ -40,10 +41,13 @@ class WorkItems {
   WorkItems(std::shared_ptr<Database> db, const Subspace& subspace, const QueueOptions& options,
             bool prioritized, const std::string& total_key = {});
 
-  // Moves up to kReleasePerOp timers due now into the items (expired leases to their own key with
+  // Moves up to kReleasePerOp due timers into the items (expired leases to their own key with
   // their attempts; due delayed items to a fresh key), or to the dead letters when an expired
   // lease used up max_attempts.
-  void release_due(Transaction& tr);
+  // Timers are due by `now_us` (unix µs).
+  void release_due(Transaction& tr, std::int64_t now_us);
+  // The read release_due(tr, now_us) starts with (for Transaction::prefetch).
+  contention::OwnedRead due_read(std::int64_t now_us) const;
 
   // The visibility timeout `vt` in microseconds; throws invalid_option_value unless vt > 0.
   static std::int64_t lease_us(std::chrono::milliseconds vt);

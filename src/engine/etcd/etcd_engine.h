@@ -73,6 +73,7 @@ class EtcdEngine : public Engine {
   // transaction_limits(options()): max_operations from max_txn_ops=, max_bytes from
   // max_request_bytes= less etcd's framing.
   TransactionLimits limits() const override;
+  bool reads_take_round_trips() const override { return true; }
 
   const EtcdOptions& options() const;
   // Channels made to member `i` so far (1 + replacements of stuck ones); for tests.

@@ -76,6 +76,7 @@ class FaultInjectionEngine final : public Engine,
   TransactionLimits limits() const override;
   // True, whatever the rates: the injector stands for a cluster, whose commits can end so.
   bool commits_can_be_unknown() const override { return true; }
+  bool reads_take_round_trips() const override { return base_->reads_take_round_trips(); }
 
   // Changes the probabilities (e.g. to turn faults off for a final check). Thread-safe.
   void set_options(FaultInjectionOptions options);

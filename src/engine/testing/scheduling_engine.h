@@ -36,6 +36,7 @@ class SchedulingEngine final : public Engine {
   std::uint64_t commit_batches() const override;
   TransactionLimits limits() const override;
   bool commits_can_be_unknown() const override;
+  bool reads_take_round_trips() const override { return base_->reads_take_round_trips(); }
 
  private:
   class SchedulingSession;

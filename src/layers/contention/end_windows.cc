@@ -135,7 +135,7 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
   return out;
 }
 
-EndRead first_end_read(const ItemRange& items, Side side, int limit, bool snapshot) {
+OwnedRead first_end_read(const ItemRange& items, Side side, int limit, bool snapshot) {
   const std::optional<std::string> bound = window_bound(items, side, limit);
   const RangeRead first = first_part(items.begin, items.end, bound, side, limit, snapshot);
   return {std::string(first.begin), std::string(first.end), first.options};

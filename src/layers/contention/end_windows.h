@@ -21,11 +21,11 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "kvq/database.h"
 #include "layers/contention/control.h"
+#include "layers/contention/owned_read.h"
 
 namespace kvq::contention {
 
@@ -40,12 +40,7 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
 
 // The first get_range that read_end(tr, items, side, limit, snapshot) would make now (for
 // Transaction::prefetch).
-struct EndRead {
-  std::string begin, end;
-  RangeOptions options;
-  RangeRead range_read() const { return {begin, end, options}; }
-};
-EndRead first_end_read(const ItemRange& items, Side side, int limit, bool snapshot);
+OwnedRead first_end_read(const ItemRange& items, Side side, int limit, bool snapshot);
 
 // The last item of priority `priority` (PriorityQueue pushes), by a snapshot read.
 std::optional<KeyValue> read_last_of_priority(Transaction& tr, const ItemRange& items,

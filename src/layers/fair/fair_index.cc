@@ -42,6 +42,7 @@ std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr) con
 }
 
 bool FairIndex::file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) const {
+  if (wakes.empty()) return false;
   // The wake-ups' tenants, each once (one can have several wake-ups due).
   std::vector<std::string> tenants;
   for (const KeyValue& kv : wakes) {

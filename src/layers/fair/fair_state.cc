@@ -58,6 +58,7 @@ struct Armed {
 
 FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOptions options)
     : db_(non_null(std::move(db))),
+      hint_reads_(db_->reads_take_round_trips()),
       keys_(std::move(space)),
       index_(keys_),
       tenant_pops_(keys_),
@@ -144,8 +145,10 @@ std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::strin
 FairState::Serve<FairItem> FairState::popper() {
   return [this](const std::string& tenant, Transaction& tr) -> std::optional<FairItem> {
     const std::int64_t now = now_us();
-    const std::string_view tenants[] = {tenant};
-    tenant_pops_.prefetch(tr, tenants, now);  // its two reads in one round trip
+    if (hint_reads_) {
+      const std::string_view tenants[] = {tenant};
+      tenant_pops_.prefetch(tr, tenants, now);  // its two reads in one round trip
+    }
     std::vector<std::string> got = pop_tenant(tr, tenant, 1, now);
     if (got.empty()) return std::nullopt;
     return FairItem{tenant, std::move(got[0])};
@@ -256,7 +259,7 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
       const std::size_t want =
           alone ? wanted : std::min(static_cast<std::size_t>(entry.credit), n - out.size());
       if (want == 0) break;
-      if (i == prefetched) {
+      if (hint_reads_ && i == prefetched) {
         prefetched = prefetch_turns(tr, ring, i, turn_ops, limits, now);
       }
       std::vector<std::string> got = pop_tenant(tr, entry.tenant, want, now);

@@ -144,6 +144,7 @@ class FairState {
                         std::chrono::milliseconds timeout);
 
   std::shared_ptr<Database> db_;
+  bool hint_reads_;  // db_->reads_take_round_trips(): prefetch the reads of a turn's tenants
   FairKeys keys_;
   FairIndex index_;
   TenantPops tenant_pops_;

@@ -55,7 +55,7 @@ void TenantPops::prefetch(Transaction& tr, std::span<const std::string_view> ten
   // The keys the reads view, kept until the hint is given (reserved: they do not move).
   std::vector<std::shared_ptr<const Keys>> keys;
   std::vector<std::string> due_ends;
-  std::vector<contention::EndRead> fronts;
+  std::vector<contention::OwnedRead> fronts;
   keys.reserve(tenants.size());
   due_ends.reserve(tenants.size());
   fronts.reserve(tenants.size());
@@ -66,7 +66,7 @@ void TenantPops::prefetch(Transaction& tr, std::span<const std::string_view> ten
     reads.push_back({k->due_begin, due_ends.back(), kDueRead});
     // consume_fitting reads one item first, whatever the batch.
     fronts.push_back(contention::first_end_read(k->items, contention::Side::kFront, 1, false));
-    reads.push_back(fronts.back().range_read());
+    reads.push_back(fronts.back().view());
   }
   tr.prefetch(reads);
 }

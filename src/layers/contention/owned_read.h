@@ -1,0 +1,21 @@
+// Internal: a range read that owns its keys, so a layer can build the reads it will make next,
+// hand them to Transaction::prefetch together, and make them one by one afterwards.
+#ifndef KVQ_SRC_LAYERS_CONTENTION_OWNED_READ_H_
+#define KVQ_SRC_LAYERS_CONTENTION_OWNED_READ_H_
+
+#include <string>
+
+#include "kvq/database.h"
+
+namespace kvq::contention {
+
+struct OwnedRead {
+  std::string begin, end;
+  RangeOptions options;
+  // The read, viewing this object's keys (valid while it lives and is not moved).
+  RangeRead view() const { return {begin, end, options}; }
+};
+
+}  // namespace kvq::contention
+
+#endif  // KVQ_SRC_LAYERS_CONTENTION_OWNED_READ_H_
