@@ -37,6 +37,7 @@ std::vector<std::vector<KeyValue>> Transaction::get_ranges(std::span<const Range
 }
 
 void Transaction::prefetch(std::span<const RangeRead> reads) { live(state_).prefetch(reads); }
+
 void Transaction::set(std::string_view key, std::string_view value) {
   live(state_).set(key, value);
 }
