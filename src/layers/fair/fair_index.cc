@@ -121,8 +121,8 @@ void FairIndex::advance(Transaction& tr, const RingEntry& entry, std::int64_t se
   }
 }
 
-std::int64_t FairIndex::weight(Transaction& tr, std::string_view tenant, bool snapshot) const {
-  const auto w = tr.get(keys_.weight(tenant), snapshot);
+std::int64_t FairIndex::weight(Transaction& tr, std::string_view tenant) const {
+  const auto w = tr.get(keys_.weight(tenant), /*snapshot=*/true);
   return w ? unpack_int(*w) : 1;
 }
 

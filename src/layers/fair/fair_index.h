@@ -61,8 +61,8 @@ class FairIndex {
   // its key, and its credit is what that many single turns would leave (a new round of `weight`
   // turns whenever one runs out). `alone`: the caller read the whole ring and found only `entry`.
   void advance(Transaction& tr, const RingEntry& entry, std::int64_t served, bool alone) const;
-  // The tenant's weight (1 unless set), from its weight key.
-  std::int64_t weight(Transaction& tr, std::string_view tenant, bool snapshot = true) const;
+  // The tenant's weight (1 unless set), from its weight key (a snapshot read).
+  std::int64_t weight(Transaction& tr, std::string_view tenant) const;
   // Sets the tenant's weight key (cleared for 1) and, if the tenant is filed, its ring entry's
   // weight, capping the credit left in its current round at `w`: the next round has `w` turns.
   // Finding the entry is a snapshot scan of the ring (O(tenants filed); the entry and the `filed`

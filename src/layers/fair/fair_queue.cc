@@ -137,8 +137,7 @@ void FairQueue::set_weight(std::string_view tenant, std::int64_t weight) {
 
 std::int64_t FairQueue::weight(std::string_view tenant) {
   FairKeys::check_tenant(tenant);
-  return state_->db().run(
-      [&](Transaction& tr) { return state_->index().weight(tr, tenant, /*snapshot=*/true); });
+  return state_->db().run([&](Transaction& tr) { return state_->index().weight(tr, tenant); });
 }
 
 Queue FairQueue::dead_letters(std::string_view tenant) const {
