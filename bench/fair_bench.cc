@@ -15,16 +15,16 @@
 //   over the longest worker's time, and their CPU time)
 // Prints one row per measurement: structure, mode, tenants, clients, pops/s, retries per pop, and
 // CPU µs per pop (the whole process's CPU time while the clients popped, over the pops).
-#include <spawn.h>
-#include <sys/wait.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kvq/kvq.h"
+#include "tools/kvq/worker_group.h"
 
 namespace {
 
@@ -72,17 +73,18 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-struct Measured {
-  double rate = 0;        // pops/s
-  std::int64_t pops = 0;  // pops made
+// What one measuring process reports: its pops, their retries, its time (until its last client
+// stopped: a run that drains the structure is not diluted by the idle rest) and CPU time.
+struct Report {
+  std::int64_t pops = 0;
+  std::int64_t retries = 0;
+  double elapsed = 0;
   double cpu_seconds = 0;
-  double elapsed = 0;  // seconds until the last client stopped
 };
 
-// Pops/s of `clients` threads running `pop` for `seconds` (or until the structure is drained: the
-// rate is over the time until the last thread stopped, so a drained run is not diluted by the idle
-// rest), and the CPU time they took.
-Measured measure(const PopFn& pop, int clients, double seconds) {
+// `clients` threads running `pop` for `seconds` or until the structure is drained (retries left
+// at 0: measure_here counts them).
+Report measure(const PopFn& pop, int clients, double seconds) {
   std::atomic<bool> stop{false};
   std::atomic<std::int64_t> ops{0};
   std::atomic<int> running{clients};
@@ -105,8 +107,7 @@ Measured measure(const PopFn& pop, int clients, double seconds) {
   for (auto& t : threads) t.join();
   const auto last = *std::max_element(ends.begin(), ends.end());
   const double elapsed = std::chrono::duration<double>(last - start).count();
-  return {static_cast<double>(ops.load()) / elapsed, ops.load(), process_cpu_seconds() - cpu_start,
-          elapsed};
+  return {ops.load(), 0, elapsed, process_cpu_seconds() - cpu_start};
 }
 
 // One of the structures a row measures, prefilled, with its pop.
@@ -163,32 +164,25 @@ kvq::Subspace row_space(const std::string& kind, std::int64_t stamp) {
   return kvq::Subspace(kvq::Tuple().append("fair_bench").append(kind).append(stamp));
 }
 
-// What one measuring process reports: its pops, their retries, its time and CPU time.
-struct Report {
-  std::int64_t pops = 0;
-  std::int64_t retries = 0;
-  double elapsed = 0;
-  double cpu_seconds = 0;
-};
-
 // Measures `pop` in this process, counting the retries of `db`.
 Report measure_here(kvq::Database& db, const PopFn& pop, int clients, double seconds) {
   const auto before = db.stats().retries;
-  const Measured m = measure(pop, clients, seconds);
-  return {m.pops, static_cast<std::int64_t>(db.stats().retries - before), m.elapsed, m.cpu_seconds};
+  Report r = measure(pop, clients, seconds);
+  r.retries = static_cast<std::int64_t>(db.stats().retries - before);
+  return r;
 }
 
-// Runs `processes` copies of this program as workers (worker_main) on the row's structure, all
-// started before any is waited for, and sums their reports (the longest time).
+// How long the workers may take to open the database and report ready, and to finish after the
+// measurement's time (a pop in flight when time is up may take a while).
+constexpr std::chrono::seconds kWorkerStartTimeout{60};
+constexpr std::chrono::seconds kWorkerFinishMargin{120};
+
+// Runs `processes` copies of this program as workers (worker_main) on the row's structure,
+// started together (kvq::cli::WorkerGroup, as `kvq bench --processes`), and sums their reports
+// (the longest time).
 Report measure_in_processes(const std::string& url, const std::string& kind, int tenants,
                             std::int64_t stamp, int clients, int processes, double seconds) {
-  struct Worker {
-    pid_t pid = -1;
-    int out = -1;  // the read end of its stdout
-  };
-  std::vector<Worker> workers;
-  const char* self = "/proc/self/exe";
-  const std::vector<std::string> args = {self,
+  const std::vector<std::string> argv = {"/proc/self/exe",
                                          "--worker",
                                          std::to_string(seconds),
                                          url,
@@ -196,37 +190,17 @@ Report measure_in_processes(const std::string& url, const std::string& kind, int
                                          std::to_string(tenants),
                                          std::to_string(clients),
                                          std::to_string(stamp)};
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (int p = 0; p < processes; ++p) {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("fair_bench: pipe failed");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    Worker w;
-    const int rc = posix_spawn(&w.pid, self, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-    if (rc != 0) throw std::runtime_error("fair_bench: cannot start a worker process");
-    w.out = fds[0];
-    workers.push_back(w);
-  }
+  kvq::cli::WorkerGroup workers(std::vector(static_cast<std::size_t>(processes), argv),
+                                "fair_bench");
+  workers.start_together(kWorkerStartTimeout);
+  const auto measured =
+      std::chrono::ceil<std::chrono::seconds>(std::chrono::duration<double>(seconds));
   Report sum;
-  for (const Worker& w : workers) {
-    std::string text;
-    char buf[256];
-    for (ssize_t got; (got = read(w.out, buf, sizeof buf)) > 0;) text.append(buf, got);
-    close(w.out);
-    int status = 0;
-    waitpid(w.pid, &status, 0);
+  for (const std::string& text : workers.finish(measured + kWorkerFinishMargin)) {
     Report r;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-        std::sscanf(text.c_str(), "%ld %ld %lf %lf", &r.pops, &r.retries, &r.elapsed,
-                    &r.cpu_seconds) != 4) {
-      throw std::runtime_error("fair_bench: a worker process failed");
+    if (std::sscanf(text.c_str(), "%" SCNd64 " %" SCNd64 " %lf %lf", &r.pops, &r.retries,
+                    &r.elapsed, &r.cpu_seconds) != 4) {
+      throw std::runtime_error("fair_bench: a worker's report is not valid: " + text);
     }
     sum.pops += r.pops;
     sum.retries += r.retries;
@@ -236,17 +210,25 @@ Report measure_in_processes(const std::string& url, const std::string& kind, int
   return sum;
 }
 
-// A worker process of measure_in_processes: measures the row's structure, prefilled by its
-// parent, and prints its report.
+// A worker process of measure_in_processes: opens the row's structure, prefilled by its parent,
+// prints "ready", waits for the start byte on stdin, measures, and prints its report.
 int worker_main(char** argv) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // killed with its parent
   const double seconds = std::stod(argv[2]);
   const std::string url = argv[3], kind = argv[4];
   const int tenants = std::stoi(argv[5]), clients = std::stoi(argv[6]);
   const std::int64_t stamp = std::stoll(argv[7]);
   auto db = kvq::open(url);
   const Structure s = open_structure(db, row_space(kind, stamp), kind, tenants);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char go = 0;
+  if (read(STDIN_FILENO, &go, 1) != 1) {
+    std::fprintf(stderr, "fair_bench: worker: stdin closed before the start signal\n");
+    return 1;
+  }
   const Report r = measure_here(*db, s.pop, clients, seconds);
-  std::printf("%ld %ld %.6f %.6f\n", r.pops, r.retries, r.elapsed, r.cpu_seconds);
+  std::printf("%" PRId64 " %" PRId64 " %.6f %.6f\n", r.pops, r.retries, r.elapsed, r.cpu_seconds);
   return 0;
 }
 
