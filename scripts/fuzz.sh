@@ -14,7 +14,7 @@ fi
 bash scripts/install-deps.sh
 bash scripts/build.sh build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DKVQ_BUILD_FUZZ=ON \
   -DKVQ_SANITIZE=address,undefined,fuzzer-no-link -DKVQ_BUILD_TESTS=OFF -DKVQ_BUILD_BENCH=OFF \
-  -DKVQ_WITH_ROCKSDB=OFF -DKVQ_WITH_ETCD=ON
+  -DKVQ_BUILD_CLI=OFF -DKVQ_WITH_ROCKSDB=OFF -DKVQ_WITH_ETCD=ON
 mkdir -p build-fuzz/findings
 for fuzzer in build-fuzz/tests/fuzz/*_fuzz; do
   name=$(basename "$fuzzer" _fuzz)

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git lld
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
