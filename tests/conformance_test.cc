@@ -252,6 +252,42 @@ TEST_P(ConformanceTest, PrefetchedReadsReturnWhatUnhintedReadsWould) {
   EXPECT_THROW(read.commit(), Error);
 }
 
+// A hinted read of exactly one key answers get() of that key as an unhinted get would: a stored
+// value, a sum of atomic adds, an absent key, a value written after the hint; the get adds its
+// read conflict, and a second read of the key is answered too.
+TEST_P(ConformanceTest, PrefetchedPointReadsAnswerGets) {
+  put("g1", "one");
+  put("g2", "two");
+  for (int i = 0; i < 3; ++i) db_->run([](Transaction& tr) { tr.atomic_add("g4", 5); });
+  const std::vector<std::string> keys = {"g1", "g2", "g3", "g4"};
+  std::vector<std::string> ends;
+  for (const std::string& k : keys) ends.push_back(k + std::string(1, '\0'));
+  std::vector<RangeRead> reads;
+  for (std::size_t i = 0; i < keys.size(); ++i) reads.push_back({keys[i], ends[i], {}});
+  reads.push_back({"g", "h", {.limit = 1}});
+
+  Transaction hinted = db_->create_transaction();
+  hinted.prefetch(reads);
+  hinted.set("g2", "own");
+  EXPECT_EQ(hinted.get("g1"), "one");
+  EXPECT_EQ(hinted.get("g2"), "own");
+  EXPECT_EQ(hinted.get("g3"), std::nullopt);
+  EXPECT_EQ(from_le64(*hinted.get("g4")), 15);
+  EXPECT_EQ(hinted.get("g1"), "one");  // read twice
+  ASSERT_EQ(hinted.get_range("g", "h", {.limit = 1}).size(), 1u);
+  put("g1", "changed");
+  hinted.set("out", "1");
+  EXPECT_THROW(hinted.commit(), Error);  // get("g1") took its read conflict
+
+  Transaction ranged = db_->create_transaction();  // the same reads made as ranges
+  ranged.prefetch(reads);
+  const std::vector<KeyValue> g4 = ranged.get_range(keys[3], ends[3]);
+  ASSERT_EQ(g4.size(), 1u);
+  EXPECT_EQ(from_le64(g4[0].value), 15);
+  EXPECT_EQ(ranged.get_range(keys[0], ends[0]), (std::vector<KeyValue>{{"g1", "changed"}}));
+  EXPECT_TRUE(ranged.get_range(keys[2], ends[2]).empty());
+}
+
 TEST_P(ConformanceTest, AtomicAddIsReadBackByGetAndRangeReads) {
   put("n", le64(5));
   Transaction tr = db_->create_transaction();

@@ -172,8 +172,10 @@ class Transaction {
   // a layer knows its next reads before it can make them (each depends on what the one before it
   // returned): an engine with round trips (etcd) fetches them all now in one request, and answers
   // each of those calls (the first with exactly that range, limit and direction) from what it
-  // fetched. Results, read conflicts and errors stay those of the calls; a read never made costs
-  // only memory until the transaction ends. Adds no read conflict. Other engines: nothing.
+  // fetched. A read of the one key k (begin k, end k + '\0', no limit, forward) also answers
+  // get(k), so gets can be hinted beside ranges. Results, read conflicts and errors stay those of
+  // the calls; a read never made costs only memory until the transaction ends. Adds no read
+  // conflict. Other engines: nothing.
   void prefetch(std::span<const RangeRead> reads);
 
   // Buffers key = value. Throws key_too_large / value_too_large / transaction_too_large; on a

@@ -81,9 +81,10 @@ class Session {
   // most `limit` of them (0 = no limit).
   virtual std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
                                           bool reverse) = 0;
-  // A hint that get_range will be called with each of `queries` soon: an engine with round trips
-  // may fetch them all in one and answer those calls from what it fetched (the same results at
-  // the same read version). Never changes a result; errors surface in the get_range calls.
+  // A hint that get_range will be called with each of `queries` soon (get(k), for a query of
+  // exactly [k, key_after(k)) with no limit, forward): an engine with round trips may fetch them
+  // all in one and answer those calls from what it fetched (the same results at the same read
+  // version). Never changes a result; errors surface in the calls.
   // Default: nothing.
   virtual void prefetch(std::span<const RangeQuery> queries) { (void)queries; }
   // Commits `request` (whose read_version, if not -1, is this session's). Throws not_committed,

@@ -14,6 +14,7 @@
 
 #include "kvq/error.h"
 #include "support/etcd_cluster.h"
+#include "support/etcd_metrics.h"
 
 namespace kvq::engine::etcd {
 namespace {
@@ -340,6 +341,32 @@ TEST_F(EtcdEngineTest, FastFirstReadStillSeesEveryCommitOfThisProcess) {
     w->commit(r);
     EXPECT_EQ(fast.begin()->get("f"), std::to_string(i));
   }
+}
+
+// Prefetched reads cost one request, counted by etcd itself: two gets and a range read hinted
+// together are answered from one Txn, and the reads made afterwards send nothing.
+TEST_F(EtcdEngineTest, PrefetchedGetsAndRangesCostOneRequest) {
+  put("a", "1");
+  put("b", "2");
+  put("c1", "3");
+  const std::string a_end("a\0", 2), b_end("b\0", 2);
+  const std::vector<RangeQuery> hints = {{"a", a_end}, {"b", b_end}, {"c", "d", 1}};
+  auto s = engine_->begin();
+  const std::int64_t before = testing::etcd_requests_handled(cluster->endpoint(0));
+  s->prefetch(hints);
+  EXPECT_EQ(s->get("a"), "1");
+  EXPECT_EQ(s->get("b"), "2");
+  const std::vector<KeyValue> c = s->get_range("c", "d", 1, false);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].value, "3");
+  EXPECT_EQ(testing::etcd_requests_handled(cluster->endpoint(0)) - before, 1);
+  // Without the hint, the same reads are three requests.
+  auto plain = engine_->begin();
+  const std::int64_t plain_before = testing::etcd_requests_handled(cluster->endpoint(0));
+  plain->get("a");
+  plain->get("b");
+  plain->get_range("c", "d", 1, false);
+  EXPECT_EQ(testing::etcd_requests_handled(cluster->endpoint(0)) - plain_before, 3);
 }
 
 TEST(EtcdUrl, ParsesEndpointsAndOptions) {

@@ -25,10 +25,7 @@ Version EtcdSession::read_version() {
 }
 
 std::optional<std::string> EtcdSession::get(std::string_view key) {
-  pb::RangeRequest request;
-  const std::string base = cluster_->codec().encode(key);
-  request.set_key(base);
-  request.set_range_end(KeyCodec::group_end(base));
+  pb::RangeRequest request = point_request(key);
   pb::RangeResponse response = read(request, "get");
   std::vector<KeyGroup> groups = group_records(cluster_->codec(), response.kvs());
   if (groups.empty()) return std::nullopt;
@@ -44,8 +41,15 @@ std::vector<KeyValue> EtcdSession::get_range(std::string_view begin, std::string
     read_version();
     return {};
   }
-  const Records records =
-      read_records(cluster_->codec().encode(begin), cluster_->codec().encode(end), limit, reverse);
+  Records records;
+  if (is_point_read({begin, end, limit, reverse})) {
+    // Asked as get() asks it (so a prefetched point read answers either); never a second page.
+    pb::RangeRequest request = point_request(begin);
+    records = std::move(*read(request, "get_range").mutable_kvs());
+  } else {
+    records = read_records(cluster_->codec().encode(begin), cluster_->codec().encode(end), limit,
+                           reverse);
+  }
   std::vector<KeyValue> out;
   for (const KeyGroup& g : group_records(cluster_->codec(), records)) {
     std::optional<std::string> value = g.value();
@@ -57,6 +61,18 @@ std::vector<KeyValue> EtcdSession::get_range(std::string_view begin, std::string
     if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
   }
   return out;
+}
+
+pb::RangeRequest EtcdSession::point_request(std::string_view key) const {
+  pb::RangeRequest request;
+  std::string base = cluster_->codec().encode(key);
+  request.set_range_end(KeyCodec::group_end(base));
+  request.set_key(std::move(base));
+  return request;
+}
+
+bool EtcdSession::is_point_read(const RangeQuery& query) {
+  return query.limit == 0 && !query.reverse && query.end == common::key_after(query.begin);
 }
 
 pb::RangeRequest EtcdSession::page_request(std::string from, std::string to, int limit,
@@ -120,8 +136,11 @@ void EtcdSession::prefetch(std::span<const RangeQuery> queries) {
   pb::TxnRequest txn;
   for (const RangeQuery& q : queries) {
     if (static_cast<std::size_t>(txn.success_size()) == max_ops) break;
-    pb::RangeRequest request = page_request(cluster_->codec().encode(q.begin),
-                                            cluster_->codec().encode(q.end), q.limit, q.reverse);
+    // A read of exactly one key is asked the way get() asks it, so that it answers get() too.
+    pb::RangeRequest request =
+        is_point_read(q) ? point_request(q.begin)
+                         : page_request(cluster_->codec().encode(q.begin),
+                                        cluster_->codec().encode(q.end), q.limit, q.reverse);
     pin_to_revision(request);
     *txn.add_success()->mutable_request_range() = std::move(request);
   }

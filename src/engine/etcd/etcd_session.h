@@ -35,7 +35,9 @@ class EtcdSession : public Session {
                                   bool reverse) override;
   // Sends the first page request of each query's read_records in one read-only Txn (at this
   // session's revision; the first read of the session fixes it) and keeps the answers for those
-  // reads. Best effort: if the Txn fails, the reads go one by one and report their own errors.
+  // reads; a query of one key with no limit (is_point_read) is asked as get() asks it, and
+  // answers get() of that key too. Best effort: if the Txn fails, the reads go one by one and
+  // report their own errors.
   void prefetch(std::span<const RangeQuery> queries) override;
   CommitResult commit(CommitRequest request) override;
   // What etcd counts against --max-txn-ops for a commit of these reads and writes now (see
@@ -53,6 +55,10 @@ class EtcdSession : public Session {
   // Notes the revision and records of a response to a read of this session (`what` names the read
   // in the error a response without a revision throws).
   void note_response(const etcdserverpb::RangeResponse& response, std::string_view what);
+  // The request get(key) sends: the key's base record and its delta records.
+  etcdserverpb::RangeRequest point_request(std::string_view key) const;
+  // True if `query` reads exactly one key, with no limit, forward: [k, key_after(k)).
+  static bool is_point_read(const RangeQuery& query);
   // The first page request read_records makes for [from, to).
   static etcdserverpb::RangeRequest page_request(std::string from, std::string to, int limit,
                                                  bool reverse);
