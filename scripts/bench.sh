@@ -39,6 +39,7 @@ bash scripts/install-deps.sh jq
 kvq=$build/kvq
 mkdir -p "$out"
 source scripts/lib/work_dir.sh
+source scripts/lib/etcd.sh
 make_work_dir bench
 
 summary=$out/summary.md
@@ -128,33 +129,8 @@ run_rocksdb() {
   done
 }
 
-# Starts a 3-member etcd on loopback ports from a random base; sets $etcd_endpoints.
-start_etcd_cluster() {
-  local base=$((20000 + RANDOM % 20000)) cluster="" i
-  for i in 0 1 2; do cluster+="${cluster:+,}m$i=http://127.0.0.1:$((base + 10 + i))"; done
-  etcd_endpoints=""
-  for i in 0 1 2; do
-    local client=$((base + i))
-    etcd --name "m$i" --data-dir "$work/etcd-m$i" \
-      --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
-      --listen-peer-urls "http://127.0.0.1:$((base + 10 + i))" \
-      --initial-advertise-peer-urls "http://127.0.0.1:$((base + 10 + i))" \
-      --initial-cluster "$cluster" --initial-cluster-token kvq-bench --initial-cluster-state new \
-      >"$work/etcd-m$i.log" 2>&1 &
-    pids+=($!)
-    etcd_endpoints+="${etcd_endpoints:+,}127.0.0.1:$client"
-  done
-  for _ in $(seq 100); do
-    ETCDCTL_API=3 etcdctl --endpoints "$etcd_endpoints" endpoint health >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  echo "bench.sh: the 3-member etcd did not become healthy; logs: $work/etcd-m*.log" >&2
-  tail -5 "$work"/etcd-m*.log >&2
-  exit 1
-}
-
 run_etcd() {
-  start_etcd_cluster
+  start_etcd_cluster 3
   echo "=== etcd: etcd_bench on 3 members" >&2
   "$build/bench/etcd_bench" --endpoints "$etcd_endpoints" --clients 1,16 --seconds "$seconds" \
     --json >"$out/etcd3.json"

@@ -8,6 +8,7 @@
 #include "kvq/error.h"
 #include "kvq/tuple.h"
 #include "layers/contention/end_windows.h"
+#include "layers/contention/owned_read.h"
 
 namespace kvq::contention {
 namespace {
@@ -48,11 +49,12 @@ struct Fulfiller::Batch {
 };
 
 Fulfiller::Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
-                     TransactionLimits limits, Refill refill)
+                     TransactionLimits limits, bool hint_reads, Refill refill)
     : keys_(keys),
       items_(std::move(items)),
       options_(options),
       limits_(limits),
+      hint_reads_(hint_reads),
       refill_(std::move(refill)) {}
 
 Fulfiller::Result Fulfiller::leased_batch(Transaction& tr, const std::string& me,
@@ -61,6 +63,7 @@ Fulfiller::Result Fulfiller::leased_batch(Transaction& tr, const std::string& me
   Batch b;
   b.me = &me;
   b.now = now_ms();
+  if (hint_reads_) hint_batch_reads(tr, me, b.now);
   if (!holds_lease(tr, me, b.now, &r)) return r;
   reclaim_abandoned(tr, b.now, &r);
   // A snapshot read plus read conflicts on exactly the requests this batch answers: requests
@@ -102,6 +105,18 @@ void Fulfiller::serve_all(Transaction& tr) {
   }
   if (b.taken > 0) add_size(tr, items_, -b.taken);
   if (any) tr.clear(keys_.lease());
+}
+
+void Fulfiller::hint_batch_reads(Transaction& tr, const std::string& me, std::int64_t now) {
+  const OwnedRead reads[] = {
+      point_read(keys_.slot(me)),
+      point_read(keys_.lease()),
+      {keys_.slot_begin(),
+       keys_.slot_before(now - options_.request_ttl.count()),
+       {.limit = kReclaimPerBatch}},
+      {keys_.req_begin(), keys_.req_end(), {.limit = options_.batch_size + 1}}};
+  const RangeRead views[] = {reads[0].view(), reads[1].view(), reads[2].view(), reads[3].view()};
+  tr.prefetch(views);
 }
 
 bool Fulfiller::holds_lease(Transaction& tr, const std::string& me, std::int64_t now, Result* r) {

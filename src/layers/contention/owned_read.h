@@ -1,10 +1,12 @@
 // Internal: a range read that owns its keys, so a layer can build the reads it will make next,
-// hand them to Transaction::prefetch together, and make them one by one afterwards.
+// hand them to Transaction::prefetch together, and make them one by one afterwards (point_read:
+// the read a get() makes).
 #ifndef KVQ_SRC_LAYERS_CONTENTION_OWNED_READ_H_
 #define KVQ_SRC_LAYERS_CONTENTION_OWNED_READ_H_
 
 #include <string>
 
+#include "common/bytes.h"
 #include "kvq/database.h"
 
 namespace kvq::contention {
@@ -15,6 +17,12 @@ struct OwnedRead {
   // The read, viewing this object's keys (valid while it lives and is not moved).
   RangeRead view() const { return {begin, end, options}; }
 };
+
+// The read of exactly `key`: as a Transaction::prefetch hint, it answers a later get(key).
+inline OwnedRead point_read(std::string key) {
+  std::string end = common::key_after(key);
+  return {std::move(key), std::move(end), {}};
+}
 
 }  // namespace kvq::contention
 

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "kvq/error.h"
 #include "kvq/tuple.h"
+#include "layers/contention/owned_read.h"
 #include "layers/contention/run_once.h"
 #include "layers/contention/stats.h"
 
@@ -30,7 +31,8 @@ StagedPops::StagedPops(std::shared_ptr<Database> db, const Subspace& control, It
     : db_(std::move(db)),
       keys_(control),
       options_(options),
-      fulfiller_(keys_, std::move(items), options, db_->limits(), std::move(refill)) {}
+      hint_reads_(db_->reads_take_round_trips()),
+      fulfiller_(keys_, std::move(items), options, db_->limits(), hint_reads_, std::move(refill)) {}
 
 std::optional<std::string> StagedPops::pop(Side side, Clock::time_point deadline) {
   std::vector<std::string> got = pop_many(side, 1, deadline);
@@ -90,6 +92,7 @@ StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point d
   for (;;) {
     Transaction tr = db_->create_transaction();
     try {
+      if (hint_reads_) hint_await_reads(tr, slot);
       Slot s = read_slot(tr, slot);
       if (s.kind == Slot::kAbsent) return Outcome{true, {}};
       if (!s.waiting()) return settle(me, /*withdraw_waiting=*/false, in_hand);
@@ -110,6 +113,16 @@ StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point d
       tr.on_error(e);  // back-off; the loop creates a new transaction
     }
   }
+}
+
+// Tells `tr` the reads of one turn of await: our slot, then (should_lead) the lease and the oldest
+// request. One round trip on etcd instead of up to three.
+void StagedPops::hint_await_reads(Transaction& tr, const std::string& slot) {
+  const OwnedRead reads[] = {point_read(slot),
+                             point_read(keys_.lease()),
+                             {keys_.req_begin(), keys_.req_end(), {.limit = 1}}};
+  const RangeRead views[] = {reads[0].view(), reads[1].view(), reads[2].view()};
+  tr.prefetch(views);
 }
 
 // Whether this waiting popper should fulfil now; otherwise *wait_ms is how long to wait at most.

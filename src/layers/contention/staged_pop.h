@@ -75,6 +75,7 @@ class StagedPops {
   std::string register_request(Side side, std::int64_t n);
   // `in_hand`: the items a consuming transaction read from our slot (set while it may commit).
   Outcome await(const std::string& me, Clock::time_point deadline, std::vector<KeyValue>* in_hand);
+  void hint_await_reads(Transaction& tr, const std::string& slot);
   bool should_lead(Transaction& tr, const std::string& me, const Slot& s, bool* waited,
                    std::int64_t* wait_ms);
   std::optional<Outcome> lead(const std::string& me, Clock::time_point deadline);
@@ -89,6 +90,7 @@ class StagedPops {
   std::shared_ptr<Database> db_;
   ControlKeys keys_;
   HighContentionOptions options_;
+  bool hint_reads_;      // db_->reads_take_round_trips(): prefetch what a wait and a batch read
   Fulfiller fulfiller_;  // refers to keys_
 };
 
