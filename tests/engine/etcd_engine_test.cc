@@ -8,10 +8,13 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 
+#include "common/bytes.h"
 #include "kvq/error.h"
 #include "support/etcd_cluster.h"
 #include "support/etcd_metrics.h"
@@ -311,6 +314,67 @@ TEST_F(EtcdEngineTest, VersionstampsAreUniqueAndIncreaseWithCommitOrder) {
     EXPECT_EQ(all[i].key, "vs/" + stamps[i]);
     EXPECT_EQ(all[i].value, std::to_string(i));
   }
+}
+
+// Stamped commits of many threads of two engines (two processes' worth: each its own sequencer
+// turns) stay unique and ordered as their commits; a stamped commit refused for a conflict
+// leaves the next one correct too.
+TEST_F(EtcdEngineTest, ConcurrentStampedCommitsOfTwoEnginesStayUniqueAndInCommitOrder) {
+  auto other = std::make_shared<EtcdEngine>(parse_etcd_url(cluster->url("prefix=" + prefix_)));
+  const std::string key = "cs/" + std::string(10, '\xff') + std::string("\x03\x00\x00\x00", 4);
+  std::mutex mu;
+  std::map<std::string, Version> version_of_stamp;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      EtcdEngine& engine = t % 2 == 0 ? *engine_ : *other;
+      for (int i = 0; i < 15; ++i) {
+        auto s = engine.begin();
+        CommitRequest r;
+        r.mutations.push_back({MutationType::kSetVersionstampedKey, key, "v"});
+        if (i % 5 == 4) {  // a conflicting stamped commit: refused, nothing written
+          r.read_version = s->read_version();
+          r.read_conflicts.push_back(single("cs-hot"));
+          put("cs-hot", std::to_string(t));
+          EXPECT_THROW(s->commit(r), Error);
+          continue;
+        }
+        const CommitResult c = s->commit(r);
+        std::lock_guard lock(mu);
+        EXPECT_TRUE(version_of_stamp.emplace(c.versionstamp, c.version).second) << "stamp twice";
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(version_of_stamp.size(), 8u * 12u);
+  Version previous = 0;
+  for (const auto& [stamp, version] : version_of_stamp) {  // in stamp order
+    EXPECT_GT(version, previous) << "stamps out of commit order";
+    EXPECT_LE(common::decode_be64(stamp), static_cast<std::uint64_t>(version));
+    previous = version;
+  }
+  EXPECT_EQ(engine_->begin()->get_range("cs/", "cs0", 0, false).size(), version_of_stamp.size());
+}
+
+// The stamped commits of one engine take turns instead of racing on the sequencer: each is one
+// etcd Txn, and only the first reads the sequencer (counted by etcd itself).
+TEST_F(EtcdEngineTest, StampedCommitsOfOneEngineCostOneTxnEach) {
+  const std::string key = "ct/" + std::string(10, '\xff') + std::string("\x03\x00\x00\x00", 4);
+  const std::int64_t txns = testing::etcd_requests_handled(cluster->endpoint(0), {"Txn"});
+  const std::int64_t ranges = testing::etcd_requests_handled(cluster->endpoint(0), {"Range"});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        CommitRequest r;
+        r.mutations.push_back({MutationType::kSetVersionstampedKey, key, "v"});
+        engine_->begin()->commit(r);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(testing::etcd_requests_handled(cluster->endpoint(0), {"Txn"}) - txns, 80);
+  EXPECT_EQ(testing::etcd_requests_handled(cluster->endpoint(0), {"Range"}) - ranges, 1);
 }
 
 TEST_F(EtcdEngineTest, CompactedReadVersionGivesTransactionTooOld) {

@@ -14,7 +14,25 @@ CommitResult Committer::commit(CommitRequest request) {
       request.read_version, common::merge_ranges(std::move(request.read_conflicts)), seen_);
   const Collapsed unstamped = collapse(request.mutations, "");
   stamped_ = unstamped.needs_stamp;
-  if (stamped_) read_sequencer();
+  if (!stamped_) return send(request, unstamped);
+  StampTurns& turns = cluster_.stamp_turns();
+  std::lock_guard turn(turns.mu);
+  sequencer_ = turns.known ? *turns.known : read_sequencer();
+  turns.known.reset();  // until this commit's outcome says what the sequencer holds
+  try {
+    CommitResult result = send(request, unstamped);
+    // The sequencer now holds this commit's sequence, written at its revision.
+    turns.known =
+        Sequencer{result.versionstamp.substr(0, kSequenceSize), result.version, result.version};
+    return result;
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kNotCommitted) turns.known = sequencer_;  // as last read
+    throw;
+  }
+}
+
+CommitResult Committer::send(const CommitRequest& request, const Collapsed& unstamped) {
+  const TxnBuilder builder(cluster_.codec());
   for (int attempt = 0;; ++attempt) {
     const std::uint64_t sequence = stamped_ ? next_sequence() : 0;
     const std::string stamp =
@@ -30,7 +48,8 @@ CommitResult Committer::commit(CommitRequest request) {
                   "etcd: a key this transaction read was written after its read version");
     }
     if (answer.kind == CommitAnswer::kSequencerMoved) {
-      // Only the sequencer moved: nothing was applied; retry with its new value.
+      // Only the sequencer moved (a commit of another process): nothing was applied; retry with
+      // its new value.
       if (attempt >= 1000) {
         throw Error(ErrorCode::kNotCommitted, "etcd: versionstamp sequencer kept moving");
       }
@@ -67,10 +86,10 @@ void Committer::check_bytes(const pb::TxnRequest& txn) const {
                   std::to_string(max) + "; nothing was sent");
 }
 
-void Committer::read_sequencer() {
+Sequencer Committer::read_sequencer() const {
   pb::RangeRequest rr;
   rr.set_key(cluster_.codec().sequencer_key());
-  sequencer_ = decode_sequencer(cluster_.range(rr, "versionstamp"));
+  return decode_sequencer(cluster_.range(rr, "versionstamp"));
 }
 
 std::uint64_t Committer::next_sequence() const {

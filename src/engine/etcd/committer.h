@@ -5,7 +5,9 @@
 // Range at the read version, so that a failed commit whose read version was compacted reports
 // transaction_too_old. A commit with versionstamped mutations reads a sequencer key first and
 // nests its writes in an inner Txn pinning the sequencer; if only the sequencer moved, the inner
-// Txn fails, returns the sequencer's new value, and the commit is retried internally. Before
+// Txn fails, returns the sequencer's new value, and the commit is retried internally. The stamped
+// commits of one process take turns (Cluster::stamp_turns), each starting from the sequencer as
+// the one before left it, so they neither race nor read it again. Before
 // sending, the Txn is checked against --max-txn-ops (max_txn_ops=) and --max-request-bytes
 // (max_request_bytes=).
 //
@@ -40,7 +42,10 @@ class Committer {
  private:
   void check_operations(std::size_t writes) const;
   void check_bytes(const etcdserverpb::TxnRequest& txn) const;
-  void read_sequencer();
+  // Sends the commit Txn of `request` (`unstamped`: its mutations collapsed, for an unstamped
+  // commit), again with the sequencer's new value each time only the sequencer moved.
+  CommitResult send(const CommitRequest& request, const Collapsed& unstamped);
+  Sequencer read_sequencer() const;
   std::uint64_t next_sequence() const;
   etcdserverpb::TxnRequest build(Version read_version, WriteOps writes) const;
   CommitResult finish(std::int64_t revision, const Collapsed& done, const std::string& stamp);
@@ -49,7 +54,7 @@ class Committer {
   const SeenRecords& seen_;
   std::vector<etcdserverpb::Compare> compares_;
   bool stamped_ = false;
-  Sequencer sequencer_;  // as last read
+  Sequencer sequencer_;  // as last read (or left by this process's last stamped commit)
 };
 
 }  // namespace kvq::engine::etcd

@@ -7,9 +7,6 @@ namespace {
 
 namespace pb = ::etcdserverpb;
 
-// The sequencer's value is the 8-byte big-endian sequence (common::encode_be64).
-constexpr std::size_t kSequenceSize = 8;
-
 [[noreturn]] void malformed_commit(const std::string& what) {
   throw Error(ErrorCode::kCommitUnknownResult,
               "etcd commit: malformed Txn response (" + what +

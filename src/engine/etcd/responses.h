@@ -22,6 +22,10 @@ namespace kvq::engine::etcd {
 // a header without one (<= 0) is malformed: throws unknown_error naming `what`.
 std::int64_t response_revision(const etcdserverpb::ResponseHeader& header, std::string_view what);
 
+// Bytes of the sequencer's value: the big-endian sequence (common::encode_be64), which is also
+// the first 8 bytes of each stamp.
+inline constexpr std::size_t kSequenceSize = 8;
+
 // The versionstamp sequencer key as read: its value (absent = none; else the 8-byte big-endian
 // sequence kvq wrote), mod revision, and the revision at which it was read (stamps are above it).
 struct Sequencer {
