@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds kvq into a build directory.
 # Usage: scripts/build.sh BUILD_DIR [extra cmake args...]
-# Two choices that halve the time of a build on two cores without changing the code built:
+# Two choices that cut a third of a build's compile time (release: 1,191 -> 852 CPU seconds)
+# without changing the code built:
 #   - line tables only (-g1) in RelWithDebInfo: stack traces, perf and gdb backtraces keep file
 #     and line; locals and types are gone (a Debug build has them). Full -g made half of every
 #     compile's time (tools/kvq/cmd_bench.cc: 37.8 s with -O2 -g, 22.3 s with -O2 -g1);
