@@ -48,8 +48,8 @@ CommitResult Committer::send(const CommitRequest& request, const Collapsed& unst
                   "etcd: a key this transaction read was written after its read version");
     }
     if (answer.kind == CommitAnswer::kSequencerMoved) {
-      // Only the sequencer moved (a commit of another process): nothing was applied; retry with
-      // its new value.
+      // Only the sequencer moved (a stamped commit of another engine: another process, or
+      // another kvq::open of this one): nothing was applied; retry with its new value.
       if (attempt >= 1000) {
         throw Error(ErrorCode::kNotCommitted, "etcd: versionstamp sequencer kept moving");
       }
