@@ -35,9 +35,11 @@ void set_deadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout);
 // The stamped commits of one process take turns (committer.h): at once, they would race on the
 // versionstamp sequencer, and each round all but one would fail and be sent again (measured: 7
 // Txns per stamped commit with 32 threads registering high-contention pops). The commit holding
-// the turn leaves the sequencer as it wrote it in `known`, so that the next need not read it.
+// the turn leaves the sequencer as it wrote it in `known`, so that the next need not read it. A
+// commit that waits longer than an RPC timeout for its turn goes without it (a stuck commit must
+// not hold up the others for longer than it takes to fail).
 struct StampTurns {
-  std::mutex mu;
+  std::timed_mutex mu;
   std::optional<Sequencer> known;  // guarded by mu; nullopt: read the sequencer first
 };
 

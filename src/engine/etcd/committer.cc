@@ -16,7 +16,13 @@ CommitResult Committer::commit(CommitRequest request) {
   stamped_ = unstamped.needs_stamp;
   if (!stamped_) return send(request, unstamped);
   StampTurns& turns = cluster_.stamp_turns();
-  std::lock_guard turn(turns.mu);
+  std::unique_lock turn(turns.mu, std::defer_lock);
+  if (!turn.try_lock_for(cluster_.options().rpc_timeout)) {
+    // The turn is held past an RPC's timeout (a commit stuck on a failing member): go without
+    // it, racing as the commits of other processes do, rather than queue behind it.
+    sequencer_ = read_sequencer();
+    return send(request, unstamped);
+  }
   sequencer_ = turns.known ? *turns.known : read_sequencer();
   turns.known.reset();  // until this commit's outcome says what the sequencer holds
   try {
