@@ -9,6 +9,7 @@
 #include "kvq/tuple.h"
 #include "layers/combined_ops.h"
 #include "layers/contention/end_windows.h"
+#include "layers/contention/owned_read.h"
 #include "layers/contention/run_once.h"
 #include "layers/item_keys.h"
 
@@ -101,8 +102,7 @@ void ItemStore::release_due_before_end(Transaction& tr, Side side) {
   if (hint_reads_) {
     const contention::OwnedRead reads[] = {
         work_.due_read(now), contention::first_end_read(items_, side, 1, /*snapshot=*/false)};
-    const RangeRead views[] = {reads[0].view(), reads[1].view()};
-    tr.prefetch(views);
+    contention::prefetch(tr, reads);
   }
   work_.release_due(tr, now);  // expired leases and due delayed items first (work_items.h)
 }

@@ -72,7 +72,9 @@ pb::RangeRequest EtcdSession::point_request(std::string_view key) const {
 }
 
 bool EtcdSession::is_point_read(const RangeQuery& query) {
-  return query.limit == 0 && !query.reverse && query.end == common::key_after(query.begin);
+  // end == key_after(begin), without building it (every get_range asks this).
+  return query.limit == 0 && !query.reverse && query.end.size() == query.begin.size() + 1 &&
+         query.end.back() == '\0' && query.end.starts_with(query.begin);
 }
 
 pb::RangeRequest EtcdSession::page_request(std::string from, std::string to, int limit,

@@ -115,8 +115,7 @@ void Fulfiller::hint_batch_reads(Transaction& tr, const std::string& me, std::in
        keys_.slot_before(now - options_.request_ttl.count()),
        {.limit = kReclaimPerBatch}},
       {keys_.req_begin(), keys_.req_end(), {.limit = options_.batch_size + 1}}};
-  const RangeRead views[] = {reads[0].view(), reads[1].view(), reads[2].view(), reads[3].view()};
-  tr.prefetch(views);
+  prefetch(tr, reads);
 }
 
 bool Fulfiller::holds_lease(Transaction& tr, const std::string& me, std::int64_t now, Result* r) {

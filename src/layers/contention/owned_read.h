@@ -4,7 +4,9 @@
 #ifndef KVQ_SRC_LAYERS_CONTENTION_OWNED_READ_H_
 #define KVQ_SRC_LAYERS_CONTENTION_OWNED_READ_H_
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "common/bytes.h"
 #include "kvq/database.h"
@@ -22,6 +24,14 @@ struct OwnedRead {
 inline OwnedRead point_read(std::string key) {
   std::string end = common::key_after(key);
   return {std::move(key), std::move(end), {}};
+}
+
+// Hands `reads` to tr.prefetch (the hint ends with the call: `reads` need not outlive it).
+inline void prefetch(Transaction& tr, std::span<const OwnedRead> reads) {
+  std::vector<RangeRead> views;
+  views.reserve(reads.size());
+  for (const OwnedRead& r : reads) views.push_back(r.view());
+  tr.prefetch(views);
 }
 
 }  // namespace kvq::contention

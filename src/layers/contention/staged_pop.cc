@@ -121,8 +121,7 @@ void StagedPops::hint_await_reads(Transaction& tr, const std::string& slot) {
   const OwnedRead reads[] = {point_read(slot),
                              point_read(keys_.lease()),
                              {keys_.req_begin(), keys_.req_end(), {.limit = 1}}};
-  const RangeRead views[] = {reads[0].view(), reads[1].view(), reads[2].view()};
-  tr.prefetch(views);
+  prefetch(tr, reads);
 }
 
 // Whether this waiting popper should fulfil now; otherwise *wait_ms is how long to wait at most.
