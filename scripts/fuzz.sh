@@ -5,6 +5,7 @@
 # Usage:
 #   scripts/fuzz.sh                 each target for 10,000,000 executions (long; not in CI)
 #   scripts/fuzz.sh --seconds 20    each target for 20 s (the test command's short run)
+# Targets run side by side, one per core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 limit=(-runs=10000000)
@@ -16,17 +17,22 @@ bash scripts/build.sh build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DKVQ_BUILD_FUZZ=O
   -DKVQ_SANITIZE=address,undefined,fuzzer-no-link -DKVQ_BUILD_TESTS=OFF -DKVQ_BUILD_BENCH=OFF \
   -DKVQ_BUILD_CLI=OFF -DKVQ_WITH_ROCKSDB=OFF -DKVQ_WITH_ETCD=ON
 mkdir -p build-fuzz/findings
-for fuzzer in build-fuzz/tests/fuzz/*_fuzz; do
+
+# Runs one target on a copy of its corpus; prints its summary lines and records its executions.
+# Returns non-zero (after printing the log's tail) if it found anything.
+run_fuzzer() {
+  local fuzzer=$1 name work status=0 executions
   name=$(basename "$fuzzer" _fuzz)
   work=$(mktemp -d)
   cp -r "tests/fuzz/corpus/$name/." "$work/"
-  echo "fuzz: $name (${limit[*]})"
-  status=0
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$fuzzer" "${limit[@]}" -max_len=4096 -print_final_stats=1 \
     -artifact_prefix=build-fuzz/findings/"$name"- "$work" >"$work.log" 2>&1 || status=$?
-  grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)' "$work.log" ||
-    true
+  {
+    echo "fuzz: $name (${limit[*]})"
+    grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)' \
+      "$work.log" || true
+  } | sed "s/^/[$name] /"
   executions=$(awk '/^stat::number_of_executed_units/ { print $2 }' "$work.log")
   if [ -n "${KVQ_FIGURES_FILE:-}" ] && [ -n "$executions" ]; then
     printf 'fuzz: executions, %s\t%s\n' "$name" "$executions" >>"$KVQ_FIGURES_FILE"
@@ -36,6 +42,23 @@ for fuzzer in build-fuzz/tests/fuzz/*_fuzz; do
     echo "fuzz: $name FAILED (exit $status); inputs in build-fuzz/findings/" >&2
   fi
   rm -rf "$work" "$work.log"
-  [ "$status" -eq 0 ] || exit 1
+  return "$status"
+}
+
+# As many targets at once as there are cores (each keeps a core for its whole time limit).
+failures=0
+running=0
+for fuzzer in build-fuzz/tests/fuzz/*_fuzz; do
+  if [ "$running" -ge "$(nproc)" ]; then
+    wait -n || failures=$((failures + 1))
+    running=$((running - 1))
+  fi
+  run_fuzzer "$fuzzer" &
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || failures=$((failures + 1))
+  running=$((running - 1))
+done
+[ "$failures" -eq 0 ] || { echo "fuzz: $failures target(s) failed" >&2; exit 1; }
 echo "fuzz: every target ran clean"

@@ -30,7 +30,7 @@ std::vector<std::string> keys_around_the_inline_size() {
     if (n > 0) k.back() = static_cast<char>('a' + n % 7);
     keys.push_back(k);
   }
-  keys.push_back(std::string(10'000, 'z'));
+  keys.emplace_back(10'000, 'z');
   return keys;
 }
 
