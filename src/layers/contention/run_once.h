@@ -51,16 +51,14 @@ std::optional<bool> resolve_unknown(Database& db, Committed& committed,
   }
 }
 
-// Returns body's result (body must return a value). Throws what on_error rethrows: non-retryable
-// errors, and retryable ones once options' retry_limit or timeout is used up (after resolving an
-// unknown result, see the file comment).
+// As run_once below, with `tr` as the first attempt's transaction: what the caller read in it
+// stays read (its reads' conflicts included), so body's first attempt may use those reads instead
+// of making them again. Later attempts run in `tr` after on_error (reset, as always).
 template <typename Body, typename Committed>
-auto run_once(Database& db, Body&& body, Committed&& committed,
-              const TransactionOptions& options = {},
-              std::chrono::milliseconds resolve_for = std::chrono::milliseconds(0))
+auto run_once_in(Transaction& tr, Database& db, Body&& body, Committed&& committed,
+                 std::chrono::milliseconds resolve_for = std::chrono::milliseconds(0))
     -> std::invoke_result_t<Body&, Transaction&> {
   using R = std::invoke_result_t<Body&, Transaction&>;
-  Transaction tr = db.create_transaction(options);
   std::optional<R> maybe_result;  // what the last maybe-committed attempt computed
   for (;;) {
     std::optional<R> attempt;
@@ -81,6 +79,19 @@ auto run_once(Database& db, Body&& body, Committed&& committed,
       }
     }
   }
+}
+
+// Returns body's result (body must return a value). Throws what on_error rethrows: non-retryable
+// errors, and retryable ones once options' retry_limit or timeout is used up (after resolving an
+// unknown result, see the file comment).
+template <typename Body, typename Committed>
+auto run_once(Database& db, Body&& body, Committed&& committed,
+              const TransactionOptions& options = {},
+              std::chrono::milliseconds resolve_for = std::chrono::milliseconds(0))
+    -> std::invoke_result_t<Body&, Transaction&> {
+  Transaction tr = db.create_transaction(options);
+  return run_once_in(tr, db, std::forward<Body>(body), std::forward<Committed>(committed),
+                     resolve_for);
 }
 
 }  // namespace kvq::contention

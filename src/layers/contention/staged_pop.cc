@@ -95,9 +95,9 @@ StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point d
       if (hint_reads_) hint_await_reads(tr, slot);
       Slot s = read_slot(tr, slot);
       if (s.kind == Slot::kAbsent) return Outcome{true, {}};
-      if (!s.waiting()) return settle(me, /*withdraw_waiting=*/false, in_hand);
+      if (!s.waiting()) return settle(tr, me, std::move(s), /*withdraw_waiting=*/false, in_hand);
       if (common::clock().steady_now() >= deadline) {
-        Outcome o = settle(me, /*withdraw_waiting=*/true, in_hand);
+        Outcome o = settle(tr, me, std::move(s), /*withdraw_waiting=*/true, in_hand);
         if (o.gone) throw Error(ErrorCode::kTimedOut, "queue: pop timed out (request withdrawn)");
         return o;
       }
@@ -185,15 +185,18 @@ void StagedPops::wait_on_slot(Transaction& tr, const std::string& slot, std::int
   if (!w.wait_for(wait)) w.cancel();
 }
 
-// Takes the answer delivered to our slot (clearing it) in one transaction; with
-// `withdraw_waiting`, a request still waiting is withdrawn instead (gone).
-StagedPops::Outcome StagedPops::settle(const std::string& me, bool withdraw_waiting,
-                                       std::vector<KeyValue>* in_hand) {
+// Takes the answer delivered to our slot (clearing it) in one transaction, starting in `first`, in
+// which await read our slot as `read`; with `withdraw_waiting`, a request still waiting is
+// withdrawn instead (gone).
+StagedPops::Outcome StagedPops::settle(Transaction& first, const std::string& me, Slot read,
+                                       bool withdraw_waiting, std::vector<KeyValue>* in_hand) {
   const std::string slot = keys_.slot(me);
-  return run_once(
-      *db_,
+  std::optional<Slot> read_by_await = std::move(read);  // the first attempt's, not read again
+  return run_once_in(
+      first, *db_,
       [&](Transaction& tr) {
-        Slot s = read_slot(tr, slot);
+        Slot s = read_by_await ? std::move(*read_by_await) : read_slot(tr, slot);
+        read_by_await.reset();
         Outcome o;
         if (s.waiting()) {
           if (!withdraw_waiting) throw Error(ErrorCode::kInternalError, "queue: slot not answered");
@@ -206,7 +209,7 @@ StagedPops::Outcome StagedPops::settle(const std::string& me, bool withdraw_wait
         tr.clear(slot);
         return o;
       },
-      [&](Transaction& tr) { return !tr.get(slot).has_value(); }, {}, slot_evidence_left(me));
+      [&](Transaction& tr) { return !tr.get(slot).has_value(); }, slot_evidence_left(me));
 }
 
 // Fills in the value of a delivered slot `s` of ours kept in res, clearing res.

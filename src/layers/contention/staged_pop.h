@@ -81,7 +81,8 @@ class StagedPops {
   std::optional<Outcome> lead(const std::string& me, Clock::time_point deadline);
   void wait_on_slot(Transaction& tr, const std::string& slot, std::int64_t wait_ms,
                     Clock::time_point deadline);
-  Outcome settle(const std::string& me, bool withdraw_waiting, std::vector<KeyValue>* in_hand);
+  Outcome settle(Transaction& first, const std::string& me, Slot read, bool withdraw_waiting,
+                 std::vector<KeyValue>* in_hand);
   void take_delivered(Transaction& tr, const std::string& me, Slot* s);
   void withdraw(Transaction& tr, const std::string& me, const Slot& s);
   std::chrono::milliseconds slot_evidence_left(const std::string& me) const;
