@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/bytes.h"
+#include "engine/watch_state.h"
 #include "kvq/error.h"
 #include "support/etcd_cluster.h"
 #include "support/etcd_metrics.h"
@@ -431,6 +432,39 @@ TEST_F(EtcdEngineTest, PrefetchedGetsAndRangesCostOneRequest) {
   plain->get("b");
   plain->get_range("c", "d", 1, false);
   EXPECT_EQ(testing::etcd_requests_handled(cluster->endpoint(0)) - plain_before, 3);
+}
+
+// A watch fires when the key's value differs from the value seen. A set shows the new value in
+// the watch event itself (no read); an atomic add writes a delta record, whose value the watch
+// must read.
+TEST_F(EtcdEngineTest, WatchesFiredBySetsReadNothingAndThoseFiredByAddsReadTheValue) {
+  using std::chrono_literals::operator""s;
+  using std::chrono_literals::operator""ms;
+  const auto ranges = [] {
+    return testing::etcd_requests_handled(cluster->endpoint(0), {"Range"});
+  };
+  // No compaction step (a Range every mvcc_window / 4) during the test.
+  engine_ = std::make_shared<EtcdEngine>(
+      parse_etcd_url(cluster->url("prefix=" + prefix_ + "&mvcc_window_ms=3600000")));
+  const Version v = put("w", "1");
+  auto by_set = std::make_shared<kvq::detail::WatchState>();
+  engine_->watch("w", std::string("1"), v, by_set);
+  const std::int64_t before_set = ranges();
+  put("w", "1");  // the value seen: no change
+  EXPECT_FALSE(by_set->wait_for(200ms));
+  const Version v2 = put("w", "2");
+  ASSERT_TRUE(by_set->wait_for(10s));
+  EXPECT_EQ(ranges() - before_set, 0);
+
+  auto by_add = std::make_shared<kvq::detail::WatchState>();
+  engine_->watch("w", std::string("2"), v2, by_add);
+  const std::int64_t before_add = ranges();
+  auto s = engine_->begin();
+  CommitRequest r;
+  r.mutations.push_back({MutationType::kAddValue, "w", le64(1)});
+  s->commit(r);
+  ASSERT_TRUE(by_add->wait_for(10s));
+  EXPECT_GE(ranges() - before_add, 1);
 }
 
 TEST(EtcdUrl, ParsesEndpointsAndOptions) {

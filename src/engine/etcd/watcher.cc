@@ -118,6 +118,7 @@ class Watcher::Run {
       case WatchNews::kNothing:
         return false;
       case WatchNews::kEvents:
+        if (const std::string* shown = value_shown(response)) return *shown != value_seen_;
         return current_value() != value_seen_;
       case WatchNews::kCompacted:
         // The start revision was compacted: compare with the current value instead.
@@ -126,6 +127,22 @@ class Watcher::Run {
                     "etcd watch: start revision compacted and value unchanged; re-arm");
     }
     return false;
+  }
+
+  // The key's value at the last revision of `response`'s events, if a put of its base record at
+  // that revision shows it (a base record hides the key's delta records of its revision and
+  // earlier: KeyGroup::live): a plain set, as of a slot or a lease. nullptr otherwise (a delta, a
+  // delete): current_value() must read it.
+  const std::string* value_shown(const pb::WatchResponse& response) const {
+    std::int64_t last = 0;
+    for (const mvccpb::Event& e : response.events()) last = std::max(last, e.kv().mod_revision());
+    for (const mvccpb::Event& e : response.events()) {
+      if (e.type() == mvccpb::Event::PUT && e.kv().mod_revision() == last &&
+          e.kv().key() == etcd_key_) {
+        return &e.kv().value();
+      }
+    }
+    return nullptr;
   }
 
   // The current kvq value of the key (base plus deltas), at the latest revision.

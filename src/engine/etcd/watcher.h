@@ -1,6 +1,7 @@
 // Internal (etcd engine): kvq watches over etcd's Watch API. One thread per armed watch reads an
 // etcd Watch stream on the key's base and delta records from version + 1 and, on any event,
-// reads the key's current value and fires if it differs from the value seen. Opening the stream
+// fires if the key's value differs from the value seen: the value the events show if they end in
+// a put of the base record (a set: no read), else the current value, read. Opening the stream
 // fails over between members (and past replaced channels) for the failover budget, so a watch
 // armed after a member restarts comes back; a stream that breaks once open fails the watch
 // (connection_failed) and the caller re-arms. A monitor thread cancels the streams of watches

@@ -5,7 +5,6 @@
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "kvq/error.h"
-#include "kvq/tuple.h"
 #include "layers/contention/owned_read.h"
 #include "layers/contention/run_once.h"
 #include "layers/contention/stats.h"
@@ -17,6 +16,14 @@ namespace {
 // (still woken at once by their watch) before competing, so would-be fulfillers do not all
 // conflict with each other.
 constexpr std::int64_t kFreeLeaseGraceMs = 2;
+// While the lease is held, only the popper next in line after the holder wakes at its expiry (it
+// takes over if the holder is gone); the others wake this many leases later, in case it is gone
+// too. A holder renews the lease with every batch, so their wake-ups at its old expiry would
+// mostly find it renewed and sleep again: an etcd read and a new watch each.
+constexpr std::int64_t kLeasesBehindTheNext = 2;
+// The request range's first entries that await reads: the oldest request, and the next one (the
+// oldest may be the lease holder's own).
+constexpr int kFirstRequests = 2;
 // Bounds of the best-effort withdrawal of a failed pop.
 constexpr TransactionOptions kAbandonOptions{.timeout = std::chrono::milliseconds(5000),
                                              .retry_limit = 20};
@@ -115,12 +122,12 @@ StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point d
   }
 }
 
-// Tells `tr` the reads of one turn of await: our slot, then (should_lead) the lease and the oldest
-// request. One round trip on etcd instead of up to three.
+// Tells `tr` the reads of one turn of await: our slot, then (should_lead) the lease and the first
+// requests. One round trip on etcd instead of up to three.
 void StagedPops::hint_await_reads(Transaction& tr, const std::string& slot) {
   const OwnedRead reads[] = {point_read(slot),
                              point_read(keys_.lease()),
-                             {keys_.req_begin(), keys_.req_end(), {.limit = 1}}};
+                             {keys_.req_begin(), keys_.req_end(), {.limit = kFirstRequests}}};
   prefetch(tr, reads);
 }
 
@@ -129,17 +136,37 @@ bool StagedPops::should_lead(Transaction& tr, const std::string& me, const Slot&
                              std::int64_t* wait_ms) {
   if (s.kind == Slot::kBaton) return true;
   auto lease = read_lease(tr, keys_, /*snapshot=*/true);
+  const std::vector<std::string> first = first_requests(tr);
   if (lease) {
     *wait_ms = lease->expiry_ms - now_ms();
-    return lease->holder == me || *wait_ms < 0;
+    if (lease->holder == me || *wait_ms < 0) return true;
+    if (next_after(first, lease->holder) != me) {
+      *wait_ms += kLeasesBehindTheNext * options_.lease.count();
+    }
+    return false;
   }
-  auto oldest = tr.get_range(keys_.req_begin(), keys_.req_end(), {.limit = 1, .snapshot = true});
-  if (oldest.empty() || *waited || Tuple::unpack(oldest[0].value).get_bytes(0).data == me) {
-    return true;
-  }
+  if (first.empty() || *waited || first.front() == me) return true;
   *waited = true;
   *wait_ms = kFreeLeaseGraceMs;
   return false;
+}
+
+// The ids of the oldest kFirstRequests waiting requests, oldest first (a snapshot read).
+std::vector<std::string> StagedPops::first_requests(Transaction& tr) {
+  std::vector<std::string> ids;
+  for (const KeyValue& request : tr.get_range(keys_.req_begin(), keys_.req_end(),
+                                              {.limit = kFirstRequests, .snapshot = true})) {
+    ids.push_back(decode_request(request.value).id);
+  }
+  return ids;
+}
+
+// The first of `ids` that is not `holder` (empty if none).
+std::string StagedPops::next_after(const std::vector<std::string>& ids, const std::string& holder) {
+  for (const std::string& id : ids) {
+    if (id != holder) return id;
+  }
+  return {};
 }
 
 // Fulfils batches until our own request is served (its outcome) or the lease is someone else's
