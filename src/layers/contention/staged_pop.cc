@@ -136,15 +136,15 @@ bool StagedPops::should_lead(Transaction& tr, const std::string& me, const Slot&
                              std::int64_t* wait_ms) {
   if (s.kind == Slot::kBaton) return true;
   auto lease = read_lease(tr, keys_, /*snapshot=*/true);
-  const std::vector<std::string> first = first_requests(tr);
   if (lease) {
     *wait_ms = lease->expiry_ms - now_ms();
     if (lease->holder == me || *wait_ms < 0) return true;
-    if (next_after(first, lease->holder) != me) {
+    if (next_after(first_requests(tr), lease->holder) != me) {
       *wait_ms += kLeasesBehindTheNext * options_.lease.count();
     }
     return false;
   }
+  const std::vector<std::string> first = first_requests(tr);
   if (first.empty() || *waited || first.front() == me) return true;
   *waited = true;
   *wait_ms = kFreeLeaseGraceMs;
