@@ -46,6 +46,7 @@ run_fuzzer() {
 }
 
 # As many targets at once as there are cores (each keeps a core for its whole time limit).
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # none left running if this script stops early
 failures=0
 running=0
 for fuzzer in build-fuzz/tests/fuzz/*_fuzz; do

@@ -443,9 +443,6 @@ TEST_F(EtcdEngineTest, WatchesFiredBySetsReadNothingAndThoseFiredByAddsReadTheVa
   const auto ranges = [] {
     return testing::etcd_requests_handled(cluster->endpoint(0), {"Range"});
   };
-  // No compaction step (a Range every mvcc_window / 4) during the test.
-  engine_ = std::make_shared<EtcdEngine>(
-      parse_etcd_url(cluster->url("prefix=" + prefix_ + "&mvcc_window_ms=3600000")));
   const Version v = put("w", "1");
   auto by_set = std::make_shared<kvq::detail::WatchState>();
   engine_->watch("w", std::string("1"), v, by_set);

@@ -116,6 +116,8 @@ StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point d
       }
       wait_on_slot(tr, slot, wait_ms, deadline);
     } catch (const Error& e) {
+      // settle's errors come here already refused by its on_error, and with tr's default options
+      // on_error refuses only errors that are not retryable: they are rethrown, not retried twice.
       if (!e.retryable()) throw;
       tr.on_error(e);  // back-off; the loop creates a new transaction
     }
