@@ -219,4 +219,14 @@ std::optional<Lease> read_lease(Transaction& tr, const ControlKeys& keys, bool s
   return Lease{t.get_bytes(0).data, t.get_int(1)};
 }
 
+std::vector<std::string> first_request_ids(Transaction& tr, const ControlKeys& keys, int n,
+                                           bool snapshot) {
+  std::vector<std::string> ids;
+  for (const KeyValue& request :
+       tr.get_range(keys.req_begin(), keys.req_end(), {.limit = n, .snapshot = snapshot})) {
+    ids.push_back(decode_request(request.value).id);
+  }
+  return ids;
+}
+
 }  // namespace kvq::contention

@@ -138,6 +138,10 @@ struct Lease {
   std::int64_t expiry_ms = 0;
 };
 std::optional<Lease> read_lease(Transaction& tr, const ControlKeys& keys, bool snapshot);
+// The ids of the `n` oldest waiting requests, oldest first (a read conflict on what was read
+// unless snapshot).
+std::vector<std::string> first_request_ids(Transaction& tr, const ControlKeys& keys, int n,
+                                           bool snapshot);
 
 }  // namespace kvq::contention
 

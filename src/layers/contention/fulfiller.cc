@@ -6,7 +6,6 @@
 #include <set>
 
 #include "kvq/error.h"
-#include "kvq/tuple.h"
 #include "layers/contention/end_windows.h"
 #include "layers/contention/owned_read.h"
 
@@ -445,9 +444,7 @@ bool Fulfiller::hand_lease_to(Transaction& tr, const std::string& id, std::int64
 }
 
 void Fulfiller::pass_baton(Transaction& tr, const std::string& me) {
-  auto reqs = tr.get_range(keys_.req_begin(), keys_.req_end(), {.limit = 2});
-  for (const auto& kv : reqs) {
-    const std::string id = Tuple::unpack(kv.value).get_bytes(0).data;
+  for (const std::string& id : first_request_ids(tr, keys_, 2, /*snapshot=*/false)) {
     if (id == me) continue;
     if (hand_lease_to(tr, id, lease_expiry(now_ms()))) return;
     break;

@@ -141,26 +141,18 @@ bool StagedPops::should_lead(Transaction& tr, const std::string& me, const Slot&
   if (lease) {
     *wait_ms = lease->expiry_ms - now_ms();
     if (lease->holder == me || *wait_ms < 0) return true;
-    if (next_after(first_requests(tr), lease->holder) != me) {
+    if (next_after(first_request_ids(tr, keys_, kFirstRequests, /*snapshot=*/true),
+                   lease->holder) != me) {
       *wait_ms += kLeasesBehindTheNext * options_.lease.count();
     }
     return false;
   }
-  const std::vector<std::string> first = first_requests(tr);
+  const std::vector<std::string> first =
+      first_request_ids(tr, keys_, kFirstRequests, /*snapshot=*/true);
   if (first.empty() || *waited || first.front() == me) return true;
   *waited = true;
   *wait_ms = kFreeLeaseGraceMs;
   return false;
-}
-
-// The ids of the oldest kFirstRequests waiting requests, oldest first (a snapshot read).
-std::vector<std::string> StagedPops::first_requests(Transaction& tr) {
-  std::vector<std::string> ids;
-  for (const KeyValue& request : tr.get_range(keys_.req_begin(), keys_.req_end(),
-                                              {.limit = kFirstRequests, .snapshot = true})) {
-    ids.push_back(decode_request(request.value).id);
-  }
-  return ids;
 }
 
 // The first of `ids` that is not `holder` (empty if none).

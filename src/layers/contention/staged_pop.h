@@ -78,7 +78,6 @@ class StagedPops {
   void hint_await_reads(Transaction& tr, const std::string& slot);
   bool should_lead(Transaction& tr, const std::string& me, const Slot& s, bool* waited,
                    std::int64_t* wait_ms);
-  std::vector<std::string> first_requests(Transaction& tr);
   static std::string next_after(const std::vector<std::string>& ids, const std::string& holder);
   std::optional<Outcome> lead(const std::string& me, Clock::time_point deadline);
   void wait_on_slot(Transaction& tr, const std::string& slot, std::int64_t wait_ms,
