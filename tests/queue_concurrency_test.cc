@@ -29,9 +29,9 @@ class ConcurrencyTest : public LayerTest {
  protected:
   // A real etcd commits a few thousand transactions per second: a smaller history there
   // (KVQ_TEST_ETCD_ITEMS) keeps the binary well under a minute.
-  // On rocksdb the priority-queue run is quadratic in the items popped (every pop_max steps over
-  // the tombstones of earlier pops at the top of the range; docs/engines.md), so its history is
-  // capped at 10,000 items (KVQ_TEST_ROCKSDB_ITEMS).
+  // On rocksdb the runs still grow faster than their items (docs/engines.md, "Known limits":
+  // 1-3 s each at 10,000 items, 7-17 s at 50,000), so its history is capped at 10,000 items
+  // (KVQ_TEST_ROCKSDB_ITEMS).
   int items() const {
     if (GetParam().engine == "etcd") return static_cast<int>(env_int("KVQ_TEST_ETCD_ITEMS", 1500));
     if (GetParam().engine == "rocksdb") {

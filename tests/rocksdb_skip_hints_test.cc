@@ -1,5 +1,5 @@
 // Tests of SkipHints (src/engine/rocksdb/skip_hints.h): when a "known empty" stretch may be learnt,
-// used, and must be forgotten.
+// used, split, merged and must be forgotten.
 #include <gtest/gtest.h>
 
 #include "engine/rocksdb/skip_hints.h"
@@ -7,44 +7,68 @@
 namespace kvq::engine::rocksdb_engine {
 namespace {
 
-TEST(SkipHints, NothingKnownStartsAtTheRangeEdges) {
-  SkipHints h(10);
-  EXPECT_EQ(h.forward_start("a", 10), "a");
-  EXPECT_EQ(h.reverse_start("z", 10), "z");
+using Stretches = std::vector<KeyStretch>;
+
+// Every stretch of [begin, end) known at `sequence`, in forward order.
+Stretches known(const SkipHints& h, std::string_view begin, std::string_view end,
+                std::uint64_t sequence) {
+  return h.empty_stretches(begin, end, sequence, /*reverse=*/false, 100);
 }
 
-TEST(SkipHints, ForwardHintIsUsedAtItsSequenceAndLaterOnly) {
+// The stretch that starts after key `k`.
+std::string after(std::string k) { return k.push_back('\0'), k; }
+
+TEST(SkipHints, NothingKnownNothingSkipped) {
   SkipHints h(10);
-  h.learn_forward("a", "m", 10);
-  EXPECT_EQ(h.forward_start("a", 10), "m");
-  EXPECT_EQ(h.forward_start("a", 11), "m");
-  EXPECT_EQ(h.forward_start("a", 9), "a");   // an older snapshot may still see the keys
-  EXPECT_EQ(h.forward_start("b", 10), "b");  // only the exact range start is known
+  EXPECT_EQ(known(h, "a", "z", 10), Stretches{});
 }
 
-TEST(SkipHints, ReverseHintIsUsedAtItsSequenceAndLaterOnly) {
+TEST(SkipHints, StretchIsUsedAtItsSequenceAndLaterOnly) {
   SkipHints h(10);
-  h.learn_reverse("m", "z", 10);
-  EXPECT_EQ(h.reverse_start("z", 12), "m");
-  EXPECT_EQ(h.reverse_start("z", 9), "z");
+  h.learn("b", "m", 10);
+  EXPECT_EQ(known(h, "a", "z", 10), (Stretches{{"b", "m"}}));
+  EXPECT_EQ(known(h, "a", "z", 11), (Stretches{{"b", "m"}}));
+  EXPECT_EQ(known(h, "a", "z", 9), Stretches{});  // an older snapshot may still see the keys
 }
 
-TEST(SkipHints, PutInsideTheStretchShrinksTheHintPutOutsideKeepsIt) {
+TEST(SkipHints, AnyRangeUsesTheStretchesInsideItCutToItInItsOrder) {
   SkipHints h(10);
-  h.learn_forward("a", "m", 10);
-  h.learn_reverse("m", "z", 10);
-  h.begin_write({"m", "zz", "0"});  // "m" is the forward edge (live already): outside [a, m)
+  h.learn("b", "m", 10);
+  h.learn("p", "t", 10);
+  h.learn("w", "y", 11);
+  EXPECT_EQ(known(h, "c", "q", 10), (Stretches{{"c", "m"}, {"p", "q"}}));
+  EXPECT_EQ(h.empty_stretches("c", "q", 10, /*reverse=*/true, 100),
+            (Stretches{{"p", "q"}, {"c", "m"}}));
+  EXPECT_EQ(h.empty_stretches("a", "z", 10, /*reverse=*/true, 100),  // [w, y) is newer
+            (Stretches{{"p", "t"}, {"b", "m"}}));
+  EXPECT_EQ(h.empty_stretches("a", "z", 11, /*reverse=*/true, 1), (Stretches{{"w", "y"}}));
+  EXPECT_EQ(h.empty_stretches("a", "z", 11, /*reverse=*/false, 1), (Stretches{{"b", "m"}}));
+  EXPECT_EQ(known(h, "m", "p", 11), Stretches{});
+  EXPECT_EQ(h.empty_stretches("m", "p", 11, /*reverse=*/true, 100), Stretches{});
+}
+
+TEST(SkipHints, PutInsideAStretchSplitsItAroundTheKey) {
+  SkipHints h(10);
+  h.learn("a", "z", 10);
+  h.begin_write({"m", "zz", "0"});  // "zz" and "0" are outside
   h.end_write(11);
-  EXPECT_EQ(h.forward_start("a", 11), "m");
-  EXPECT_EQ(h.reverse_start("z", 11), std::string("m\0", 2));  // [m\0, z) is still empty
-  h.begin_write({"c", "x"});
+  EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "m"}, {after("m"), "z"}}));
+  h.begin_write({"a", std::string("m\0", 2)});  // the first key of each piece
   h.end_write(12);
-  EXPECT_EQ(h.forward_start("a", 12), "c");
-  EXPECT_EQ(h.reverse_start("z", 12), std::string("x\0", 2));
-  h.begin_write({"a"});  // nothing of [a, c) stays empty
-  h.end_write(13);
-  EXPECT_EQ(h.forward_start("a", 13), "a");
+  EXPECT_EQ(known(h, "", "\xff", 12), (Stretches{{after("a"), "m"}, {after(after("m")), "z"}}));
+  EXPECT_EQ(h.size(), 2u);
+}
+
+TEST(SkipHints, TouchingAndOverlappingStretchesMergeAtTheLaterSequence) {
+  SkipHints h(10);
+  h.learn("a", "c", 10);
+  h.learn("c", "e", 11);
+  h.learn("d", "g", 10);
   EXPECT_EQ(h.size(), 1u);
+  EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "g"}}));
+  EXPECT_EQ(known(h, "", "\xff", 10), Stretches{});
+  h.learn("b", "f", 12);  // inside: nothing changes
+  EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "g"}}));
 }
 
 TEST(SkipHints, LearningFromAnOlderSnapshotKeepsOnlyWhatLaterWritesLeftEmpty) {
@@ -53,24 +77,23 @@ TEST(SkipHints, LearningFromAnOlderSnapshotKeepsOnlyWhatLaterWritesLeftEmpty) {
   h.end_write(11);
   h.begin_write({"x", "e"});
   h.end_write(12);
-  h.learn_forward("a", "m", 10);  // "c" (11) and "e" (12) were put after the snapshot
-  EXPECT_EQ(h.forward_start("a", 12), "c");
-  h.learn_reverse("b", "z", 10);  // "x" (12) was put after the snapshot
-  EXPECT_EQ(h.reverse_start("z", 12), std::string("x\0", 2));
-  h.learn_forward("a", "m", 11);  // only "e" was put after 11
-  EXPECT_EQ(h.forward_start("a", 12), "e");
-  h.learn_forward("c", "d", 10);  // "c" itself was put: nothing of [c, d) is known empty
-  EXPECT_EQ(h.forward_start("c", 12), "c");
+  h.learn("a", "m", 10);  // "c" (11) and "e" (12) were put after the snapshot
+  EXPECT_EQ(known(h, "", "\xff", 12),
+            (Stretches{{"a", "c"}, {after("c"), "e"}, {after("e"), "m"}}));
+  SkipHints g(10);
+  g.begin_write({"c"});
+  g.end_write(11);
+  g.learn("c", after("c"), 10);  // nothing of it is left
+  EXPECT_EQ(g.size(), 0u);
 }
 
-TEST(SkipHints, PendingWriteShrinksWhatIsLearnt) {
+TEST(SkipHints, PendingWriteSplitsWhatIsLearnt) {
   SkipHints h(10);
   h.begin_write({"c"});
-  h.learn_forward("a", "m", 10);
-  h.learn_forward("n", "p", 10);
+  h.learn("a", "m", 10);
+  h.learn("n", "p", 10);
   h.end_write(11);
-  EXPECT_EQ(h.forward_start("a", 11), "c");
-  EXPECT_EQ(h.forward_start("n", 11), "p");
+  EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "c"}, {after("c"), "m"}, {"n", "p"}}));
 }
 
 TEST(SkipHints, SnapshotsOlderThanTheLogCannotTeach) {
@@ -79,10 +102,10 @@ TEST(SkipHints, SnapshotsOlderThanTheLogCannotTeach) {
     h.begin_write({"zzz"});
     h.end_write(s);
   }
-  h.learn_forward("a", "m", 10);
-  EXPECT_EQ(h.forward_start("a", 1000000), "a");
-  h.learn_forward("a", "m", 10 + SkipHints::kLogWrites + 4);
-  EXPECT_EQ(h.forward_start("a", 1000000), "m");
+  h.learn("a", "m", 10);
+  EXPECT_EQ(h.size(), 0u);
+  h.learn("a", "m", 10 + SkipHints::kLogWrites + 4);
+  EXPECT_EQ(known(h, "", "\xff", 1000000), (Stretches{{"a", "m"}}));
 }
 
 TEST(SkipHints, HugeWritesBlockLearningFromOlderSnapshots) {
@@ -93,10 +116,10 @@ TEST(SkipHints, HugeWritesBlockLearningFromOlderSnapshots) {
   std::vector<std::string_view> views(keys.begin(), keys.end());
   h.begin_write(views);
   h.end_write(11);
-  h.learn_forward("a", "m", 10);
-  EXPECT_EQ(h.forward_start("a", 11), "a");
-  h.learn_forward("a", "m", 11);
-  EXPECT_EQ(h.forward_start("a", 11), "m");
+  h.learn("a", "m", 10);
+  EXPECT_EQ(h.size(), 0u);
+  h.learn("a", "m", 11);
+  EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "m"}}));
 }
 
 TEST(SkipHints, LogIsBoundedByTotalKeysToo) {
@@ -110,18 +133,20 @@ TEST(SkipHints, LogIsBoundedByTotalKeysToo) {
     h.begin_write(views);
     h.end_write(s);
   }
-  h.learn_forward("a", "m", 11);  // the write at 12 was dropped from the log: cannot check it
-  EXPECT_EQ(h.forward_start("a", 1000000), "a");
-  h.learn_forward("a", "m", 10 + writes);
-  EXPECT_EQ(h.forward_start("a", 1000000), "m");
+  h.learn("a", "m", 11);  // the write at 12 was dropped from the log: cannot check it
+  EXPECT_EQ(h.size(), 0u);
+  h.learn("a", "m", 10 + writes);
+  EXPECT_EQ(known(h, "", "\xff", 1000000), (Stretches{{"a", "m"}}));
 }
 
 TEST(SkipHints, StaysBounded) {
   SkipHints h(10);
-  for (int i = 0; i < 1000; ++i) {
-    h.learn_forward("k" + std::to_string(i), "k" + std::to_string(i) + "z", 10);
+  for (int i = 0; i < 5000; ++i) {
+    const std::string k = "k" + std::to_string(i);
+    h.learn(k, k + "z", 10);
   }
-  EXPECT_LE(h.size(), SkipHints::kMaxHints);
+  EXPECT_GT(h.size(), 0u);
+  EXPECT_LE(h.size(), SkipHints::kMaxStretches);
 }
 
 }  // namespace

@@ -140,48 +140,76 @@ class RocksDbSnapshot : public pipeline::StoreSnapshot {
     std::vector<KeyValue> out;
     if (begin >= end) return out;
     const auto want = static_cast<std::size_t>(limit > 0 ? limit : 0);
-    // Skip the stretch the hints know to be empty (see skip_hints.h).
-    std::string lower_key(begin);
-    std::string upper_key(end);
-    if (reverse) {
-      upper_key = hints_->reverse_start(end, sequence_);
-      if (upper_key <= begin) return out;
-    } else {
-      lower_key = hints_->forward_start(begin, sequence_);
-      if (lower_key >= end) return out;
+    const std::vector<KeyStretch> gaps = gaps_to_read(begin, end, reverse);
+    for (const KeyStretch& gap : gaps) {
+      read_gap(gap, reverse, want, out);
+      if (want != 0 && out.size() >= want) break;
     }
-    const rocksdb::Slice lower(lower_key);
-    const rocksdb::Slice upper(upper_key);
+    learn_from_read(begin, end, reverse, gaps, out);
+    return out;
+  }
+
+ private:
+  // Stretches known to hold no live key that a range read may skip at most (see skip_hints.h).
+  static constexpr std::size_t kMaxSkips = 16;
+
+  // The parts of [begin, end) that the hints do not know to be empty, in the read's order.
+  std::vector<KeyStretch> gaps_to_read(std::string_view begin, std::string_view end,
+                                       bool reverse) const {
+    std::vector<KeyStretch> gaps;
+    std::string edge(reverse ? end : begin);  // where the part not yet placed starts
+    for (KeyStretch& empty : hints_->empty_stretches(begin, end, sequence_, reverse, kMaxSkips)) {
+      if (reverse) {
+        if (empty.hi < edge) gaps.push_back({empty.hi, edge});
+        edge = std::move(empty.lo);
+      } else {
+        if (edge < empty.lo) gaps.push_back({edge, empty.lo});
+        edge = std::move(empty.hi);
+      }
+    }
+    if (reverse && begin < edge) gaps.push_back({std::string(begin), std::move(edge)});
+    if (!reverse && edge < end) gaps.push_back({std::move(edge), std::string(end)});
+    return gaps;
+  }
+
+  // Appends the live keys of `gap` to `out` (in the read's order) until it holds `want` (0: all).
+  void read_gap(const KeyStretch& gap, bool reverse, std::size_t want,
+                std::vector<KeyValue>& out) const {
+    if (gap.hi.size() == gap.lo.size() + 1 && gap.hi.back() == '\0' && gap.hi.starts_with(gap.lo)) {
+      // One key (between stretches split around a put): a point read.
+      if (auto value = get(gap.lo)) out.push_back(KeyValue{gap.lo, std::move(*value)});
+      return;
+    }
+    const rocksdb::Slice lower(gap.lo);
+    const rocksdb::Slice upper(gap.hi);
     rocksdb::ReadOptions ro;
     ro.snapshot = snapshot_;
     ro.iterate_lower_bound = &lower;
     ro.iterate_upper_bound = &upper;
     std::unique_ptr<rocksdb::Iterator> it(db_->db()->NewIterator(ro, db_->data()));
-    if (reverse) {
-      for (it->SeekToLast(); it->Valid(); it->Prev()) {
-        out.push_back(KeyValue{it->key().ToString(), it->value().ToString()});
-        if (want != 0 && out.size() >= want) break;
-      }
-    } else {
-      for (it->SeekToFirst(); it->Valid(); it->Next()) {
-        out.push_back(KeyValue{it->key().ToString(), it->value().ToString()});
-        if (want != 0 && out.size() >= want) break;
-      }
+    for (reverse ? it->SeekToLast() : it->SeekToFirst(); it->Valid();
+         reverse ? it->Prev() : it->Next()) {
+      out.push_back(KeyValue{it->key().ToString(), it->value().ToString()});
+      if (want != 0 && out.size() >= want) break;
     }
     if (!it->status().ok()) throw_status(it->status(), "range read in " + db_->path());
-    if (reverse) {
-      // [after(last live key), end) is empty; all of [begin, end) if nothing was found.
-      const std::string empty_from = out.empty() ? std::string(begin) : out.front().key + '\0';
-      if (empty_from < upper_key) hints_->learn_reverse(empty_from, end, sequence_);
-    } else {
-      // [begin, first live key) is empty; all of [begin, end) if nothing was found.
-      const std::string empty_to = out.empty() ? std::string(end) : out.front().key;
-      if (empty_to > lower_key) hints_->learn_forward(begin, empty_to, sequence_);
-    }
-    return out;
   }
 
- private:
+  // Teaches the hints what a read of [begin, end) that read `gaps` and found `out` saw empty:
+  // everything before its first live key (all of it if none), if it read some of that itself.
+  void learn_from_read(std::string_view begin, std::string_view end, bool reverse,
+                       const std::vector<KeyStretch>& gaps,
+                       const std::vector<KeyValue>& out) const {
+    if (gaps.empty()) return;  // all of it was known empty already
+    if (reverse) {
+      const std::string empty_from = out.empty() ? std::string(begin) : out.front().key + '\0';
+      if (empty_from < gaps.front().hi) hints_->learn(empty_from, end, sequence_);
+    } else {
+      const std::string_view empty_to = out.empty() ? end : std::string_view(out.front().key);
+      if (gaps.front().lo < empty_to) hints_->learn(begin, empty_to, sequence_);
+    }
+  }
+
   std::shared_ptr<DbHandle> db_;
   std::shared_ptr<SkipHints> hints_;
   const rocksdb::Snapshot* snapshot_;

@@ -4,57 +4,90 @@
 
 namespace kvq::engine::rocksdb_engine {
 
-std::string SkipHints::forward_start(std::string_view begin, std::uint64_t sequence) const {
+std::vector<KeyStretch> SkipHints::empty_stretches(std::string_view begin, std::string_view end,
+                                                   std::uint64_t sequence, bool reverse,
+                                                   std::size_t max) const {
+  std::vector<KeyStretch> out;
+  auto add_if_known = [&](const auto& entry) {
+    if (entry.second.sequence > sequence) return;
+    out.push_back({std::string(std::max<std::string_view>(entry.first, begin)),
+                   std::string(std::min<std::string_view>(entry.second.hi, end))});
+  };
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = forward_.find(begin);
-  if (it == forward_.end() || it->second.sequence > sequence) return std::string(begin);
-  return it->second.edge;
+  if (reverse) {
+    // Stretches are disjoint, so their ends ascend with their starts.
+    for (auto it = stretches_.lower_bound(end); it != stretches_.begin() && out.size() < max;) {
+      --it;
+      if (it->second.hi <= begin) break;
+      add_if_known(*it);
+    }
+    return out;
+  }
+  auto it = stretches_.upper_bound(begin);
+  if (it != stretches_.begin() && std::prev(it)->second.hi > begin) --it;
+  for (; it != stretches_.end() && it->first < end && out.size() < max; ++it) add_if_known(*it);
+  return out;
 }
 
-std::string SkipHints::reverse_start(std::string_view end, std::uint64_t sequence) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = reverse_.find(end);
-  if (it == reverse_.end() || it->second.sequence > sequence) return std::string(end);
-  return it->second.edge;
-}
-
-bool SkipHints::shrink_to_unwritten(std::string& lo, std::string& hi, bool keep_low,
-                                    std::uint64_t sequence) const {
+bool SkipHints::keys_put_since(std::string_view lo, std::string_view hi, std::uint64_t sequence,
+                               std::vector<std::string>& keys) const {
   if (sequence < log_floor_) return false;
   for (auto it = log_.rbegin(); it != log_.rend() && it->sequence > sequence; ++it) {
     if (!it->all_keys) return false;
     auto first = std::lower_bound(it->keys.begin(), it->keys.end(), lo);
     auto last = std::lower_bound(first, it->keys.end(), hi);
-    if (first == last) continue;  // nothing put inside [lo, hi)
-    if (keep_low) {
-      hi = *first;  // [lo, first key put) stays empty
-    } else {
-      lo = *std::prev(last);  // [last key put + '\0', hi) stays empty
-      lo.push_back('\0');
-    }
-    if (!(lo < hi)) return false;
+    keys.insert(keys.end(), first, last);
   }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   return true;
 }
 
-void SkipHints::learn_forward(std::string_view begin, std::string_view first_live,
-                              std::uint64_t sequence) {
-  if (!(begin < first_live)) return;
-  std::string lo(begin), hi(first_live);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!shrink_to_unwritten(lo, hi, /*keep_low=*/true, sequence)) return;
-  if (forward_.size() >= kMaxHints && forward_.find(begin) == forward_.end()) forward_.clear();
-  forward_.insert_or_assign(std::move(lo), Hint{std::move(hi), sequence});
+void SkipHints::insert_merged(std::string lo, std::string hi, std::uint64_t sequence) {
+  auto it = stretches_.upper_bound(lo);
+  if (it != stretches_.begin()) {
+    auto before = std::prev(it);
+    if (before->second.hi >= hi) return;  // known already
+    if (before->second.hi >= lo) it = before;
+  }
+  for (; it != stretches_.end() && it->first <= hi; it = stretches_.erase(it)) {
+    lo = std::min(lo, it->first);
+    hi = std::max(hi, it->second.hi);
+    sequence = std::max(sequence, it->second.sequence);
+  }
+  if (stretches_.size() >= kMaxStretches) stretches_.clear();
+  stretches_.emplace(std::move(lo), Stretch{std::move(hi), sequence});
 }
 
-void SkipHints::learn_reverse(std::string_view last_live_end, std::string_view end,
-                              std::uint64_t sequence) {
-  if (!(last_live_end < end)) return;
-  std::string lo(last_live_end), hi(end);
+void SkipHints::learn(std::string_view lo, std::string_view hi, std::uint64_t sequence) {
+  if (!(lo < hi)) return;
+  std::vector<std::string> put;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!shrink_to_unwritten(lo, hi, /*keep_low=*/false, sequence)) return;
-  if (reverse_.size() >= kMaxHints && reverse_.find(end) == reverse_.end()) reverse_.clear();
-  reverse_.insert_or_assign(std::move(hi), Hint{std::move(lo), sequence});
+  if (!keys_put_since(lo, hi, sequence, put)) return;
+  // Every piece between the keys put since `sequence` is still empty.
+  std::string piece_lo(lo);
+  for (std::string& key : put) {
+    if (piece_lo < key) insert_merged(piece_lo, key, sequence);
+    piece_lo = std::move(key);
+    piece_lo.push_back('\0');
+  }
+  if (piece_lo < hi) insert_merged(std::move(piece_lo), std::string(hi), sequence);
+}
+
+void SkipHints::split_at(std::string_view key) {
+  auto it = stretches_.upper_bound(key);
+  if (it == stretches_.begin()) return;
+  --it;
+  if (!(key < it->second.hi)) return;
+  Stretch above = it->second;
+  if (it->first == key) {
+    stretches_.erase(it);
+  } else {
+    it->second.hi = std::string(key);
+  }
+  std::string above_lo(key);
+  above_lo.push_back('\0');
+  if (above_lo < above.hi) stretches_.emplace(std::move(above_lo), std::move(above));
 }
 
 void SkipHints::begin_write(const std::vector<std::string_view>& put_keys) {
@@ -66,27 +99,7 @@ void SkipHints::begin_write(const std::vector<std::string_view>& put_keys) {
   std::lock_guard<std::mutex> lock(mu_);
   log_keys_ += entry.keys.size();
   log_.push_back(std::move(entry));
-  for (std::string_view key : put_keys) {
-    // Forward hints cover [begin, edge): candidates have begin <= key. A put at `key` leaves
-    // [begin, key) empty, so the hint shrinks to that (or goes if nothing is left).
-    for (auto it = forward_.begin(); it != forward_.end() && it->first <= key;) {
-      if (key < it->second.edge) {
-        if (it->first == key) {
-          it = forward_.erase(it);
-          continue;
-        }
-        it->second.edge = std::string(key);
-      }
-      ++it;
-    }
-    // Reverse hints cover [edge, end): candidates have end > key. [key + '\0', end) stays empty.
-    for (auto it = reverse_.upper_bound(key); it != reverse_.end(); ++it) {
-      if (it->second.edge <= key) {
-        it->second.edge = std::string(key);
-        it->second.edge.push_back('\0');
-      }
-    }
-  }
+  for (std::string_view key : put_keys) split_at(key);
 }
 
 void SkipHints::end_write(std::uint64_t sequence) {
@@ -101,7 +114,7 @@ void SkipHints::end_write(std::uint64_t sequence) {
 
 std::size_t SkipHints::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return forward_.size() + reverse_.size();
+  return stretches_.size();
 }
 
 }  // namespace kvq::engine::rocksdb_engine
