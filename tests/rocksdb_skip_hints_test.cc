@@ -28,7 +28,7 @@ TEST(SkipHints, StretchIsUsedAtItsSequenceAndLaterOnly) {
   h.learn("b", "m", 10);
   EXPECT_EQ(known(h, "a", "z", 10), (Stretches{{"b", "m"}}));
   EXPECT_EQ(known(h, "a", "z", 11), (Stretches{{"b", "m"}}));
-  EXPECT_EQ(known(h, "a", "z", 9), Stretches{});  // an older snapshot may still see the keys
+  EXPECT_EQ(known(h, "a", "z", 9), Stretches{});  // the log does not reach back to 9
 }
 
 TEST(SkipHints, AnyRangeUsesTheStretchesInsideItCutToItInItsOrder) {
@@ -39,8 +39,8 @@ TEST(SkipHints, AnyRangeUsesTheStretchesInsideItCutToItInItsOrder) {
   EXPECT_EQ(known(h, "c", "q", 10), (Stretches{{"c", "m"}, {"p", "q"}}));
   EXPECT_EQ(h.empty_stretches("c", "q", 10, /*reverse=*/true, 100),
             (Stretches{{"p", "q"}, {"c", "m"}}));
-  EXPECT_EQ(h.empty_stretches("a", "z", 10, /*reverse=*/true, 100),  // [w, y) is newer
-            (Stretches{{"p", "t"}, {"b", "m"}}));
+  EXPECT_EQ(h.empty_stretches("a", "z", 11, /*reverse=*/true, 100),
+            (Stretches{{"w", "y"}, {"p", "t"}, {"b", "m"}}));
   EXPECT_EQ(h.empty_stretches("a", "z", 11, /*reverse=*/true, 1), (Stretches{{"w", "y"}}));
   EXPECT_EQ(h.empty_stretches("a", "z", 11, /*reverse=*/false, 1), (Stretches{{"b", "m"}}));
   EXPECT_EQ(known(h, "m", "p", 11), Stretches{});
@@ -66,7 +66,7 @@ TEST(SkipHints, TouchingAndOverlappingStretchesMergeAtTheLaterSequence) {
   h.learn("d", "g", 10);
   EXPECT_EQ(h.size(), 1u);
   EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "g"}}));
-  EXPECT_EQ(known(h, "", "\xff", 10), Stretches{});
+  EXPECT_EQ(known(h, "", "\xff", 10), (Stretches{{"a", "g"}}));  // nothing was cleared since 10
   h.learn("b", "f", 12);  // inside: nothing changes
   EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "g"}}));
 }
@@ -94,6 +94,28 @@ TEST(SkipHints, PendingWriteSplitsWhatIsLearnt) {
   h.learn("n", "p", 10);
   h.end_write(11);
   EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "c"}, {after("c"), "m"}, {"n", "p"}}));
+}
+
+TEST(SkipHints, AnOlderReaderUsesAStretchWithoutTheKeysClearedSinceItsSnapshot) {
+  SkipHints h(10);
+  h.begin_write({}, {{"m", after("m")}, {"p", "r"}, {"zz", "zzz"}});
+  h.end_write(11);
+  h.begin_write({}, {{"c", after("c")}});
+  h.end_write(12);
+  h.learn("a", "z", 12);
+  EXPECT_EQ(known(h, "", "\xff", 12), (Stretches{{"a", "z"}}));
+  // At 11, "c" may still have been live; at 10, "m" and [p, r) too.
+  EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "c"}, {after("c"), "z"}}));
+  EXPECT_EQ(known(h, "", "\xff", 10),
+            (Stretches{{"a", "c"}, {after("c"), "m"}, {after("m"), "p"}, {"r", "z"}}));
+  EXPECT_EQ(h.empty_stretches("b", "q", 10, /*reverse=*/true, 2),
+            (Stretches{{after("m"), "p"}, {after("c"), "m"}}));
+  for (std::uint64_t s = 13; s <= 13 + SkipHints::kMaxStaleWrites; ++s) {
+    h.begin_write({"zzzz"});
+    h.end_write(s);
+  }
+  EXPECT_EQ(known(h, "", "\xff", 12), (Stretches{{"a", "z"}}));
+  EXPECT_EQ(known(h, "", "\xff", 11), Stretches{});  // too many writes since to look through
 }
 
 TEST(SkipHints, SnapshotsOlderThanTheLogCannotTeach) {

@@ -151,7 +151,7 @@ class RocksDbSnapshot : public pipeline::StoreSnapshot {
 
  private:
   // Stretches known to hold no live key that a range read may skip at most (see skip_hints.h).
-  static constexpr std::size_t kMaxSkips = 16;
+  static constexpr std::size_t kMaxSkips = 64;
 
   // The parts of [begin, end) that the hints do not know to be empty, in the read's order.
   std::vector<KeyStretch> gaps_to_read(std::string_view begin, std::string_view end,
@@ -377,10 +377,14 @@ void RocksDbStore::apply(Version version, const std::vector<pipeline::StoreWrite
   if (!s.ok()) throw_status(s, "building a batch for " + path_);
 
   std::vector<std::string_view> put_keys;
+  std::vector<KeyStretch> cleared;
   for (const pipeline::StoreWrite& w : writes) {
     if (w.kind == pipeline::StoreWrite::Kind::kSet) put_keys.push_back(w.key);
+    if (w.kind == pipeline::StoreWrite::Kind::kClear) cleared.push_back({w.key, w.key + '\0'});
+    const bool clears_range = w.kind == pipeline::StoreWrite::Kind::kClearRange && w.key < w.value;
+    if (clears_range) cleared.push_back({w.key, w.value});
   }
-  hints_->begin_write(put_keys);
+  hints_->begin_write(put_keys, std::move(cleared));
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
   s = db_->db()->Write(wo, &batch);

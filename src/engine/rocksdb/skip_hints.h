@@ -16,16 +16,19 @@
 // land among the tombstones its pops left keeps skipping them.
 //
 // Correctness protocol (the only writer is RocksDbStore::apply, one at a time):
-//   before the write:  begin_write(keys it puts)  splits every stretch holding one of the keys
-//                                                 around it, and logs the keys as pending;
+//   before the write:  begin_write(keys it puts,  splits every stretch holding one of the keys
+//                        ranges it clears)        around it, and logs the keys and ranges as
+//                                                 pending;
 //   after the write:   end_write(new sequence)    gives the logged write its sequence.
 // A stretch learnt from a snapshot at sequence S is split around every key that a write logged
 // with a sequence > S (or still pending) put into it, and is only recorded if the log reaches
 // back to S (it keeps the last kLogWrites writes). So every write after S either is checked at
 // learning time or begins later and splits the stretch. Stretches that touch or overlap merge,
 // taking the later sequence (both are empty from then on). Readers use a stretch only at a
-// sequence >= its own. Stretches only ever make a read skip keys that are absent at its snapshot,
-// so results are unchanged.
+// sequence >= its own, or at an older sequence S without every key that a write logged after S
+// cleared (a key live at S and absent when the stretch was learnt was cleared in between).
+// Stretches only ever make a read skip keys that are absent at its snapshot, so results are
+// unchanged.
 //
 // Thread-safe. Bounded: at most kMaxStretches stretches (all dropped when full), kLogWrites logged
 // writes holding at most kMaxLogKeys keys in all (a write of more than kMaxLoggedKeys keys is
@@ -56,13 +59,16 @@ class SkipHints {
   static constexpr std::size_t kLogWrites = 4096;
   static constexpr std::size_t kMaxLogKeys = 65536;  // keys over all logged writes
   static constexpr std::size_t kMaxLoggedKeys = 4096;
+  static constexpr std::size_t kMaxStaleWrites = 256;
 
   // `sequence`: the database's latest sequence number when the store opened.
   explicit SkipHints(std::uint64_t sequence) : log_floor_(sequence) {}
 
   // Up to `max` known-empty stretches inside [begin, end) that hold at `sequence`, cut to
   // [begin, end), disjoint and in the order a read in that direction meets them (from begin
-  // up, or from end down if `reverse`). A read may skip every key inside them.
+  // up, or from end down if `reverse`). A read may skip every key inside them. A stretch learnt
+  // after `sequence` counts without the keys that the (at most kMaxStaleWrites) logged writes
+  // since `sequence` cleared: it was empty at `sequence` everywhere else.
   std::vector<KeyStretch> empty_stretches(std::string_view begin, std::string_view end,
                                           std::uint64_t sequence, bool reverse,
                                           std::size_t max) const;
@@ -71,8 +77,10 @@ class SkipHints {
   // pending writes put into it (ignored if `sequence` is older than the log).
   void learn(std::string_view lo, std::string_view hi, std::uint64_t sequence);
 
-  // Called by the writer before it writes: splits the stretches holding any of `put_keys`.
-  void begin_write(const std::vector<std::string_view>& put_keys);
+  // Called by the writer before it writes: splits the stretches holding any of `put_keys`, and
+  // logs them and the ranges the write clears (`cleared`; a cleared key k as [k, k + '\0')).
+  void begin_write(const std::vector<std::string_view>& put_keys,
+                   std::vector<KeyStretch> cleared = {});
   // Called by the writer after its write (successful or not), with the latest sequence.
   void end_write(std::uint64_t sequence);
 
@@ -86,8 +94,9 @@ class SkipHints {
   };
   struct LoggedWrite {
     std::uint64_t sequence;         // kPending until end_write
-    bool all_keys;                  // false: too many keys were put to log them
-    std::vector<std::string> keys;  // sorted
+    bool all_keys;                  // false: too many keys were put or cleared to log them
+    std::vector<std::string> keys;  // put, sorted
+    std::vector<KeyStretch> cleared;
   };
   static constexpr std::uint64_t kPending = ~std::uint64_t{0};
 
@@ -95,6 +104,10 @@ class SkipHints {
   // unique; false if the log does not reach back to `sequence` or misses some keys (mu_ held).
   bool keys_put_since(std::string_view lo, std::string_view hi, std::uint64_t sequence,
                       std::vector<std::string>& keys) const;
+  // The parts of stretch [lo, hi) that were empty at `sequence` (older than the stretch's): all
+  // but what writes since cleared; nothing if the log does not say (mu_ held).
+  std::vector<KeyStretch> empty_at(std::string_view lo, std::string_view hi,
+                                   std::uint64_t sequence) const;
   // Adds [lo, hi) empty from `sequence`, merged with the stretches it touches (mu_ held).
   void insert_merged(std::string lo, std::string hi, std::uint64_t sequence);
   // Splits the stretch holding `key`, if any, around it (mu_ held).
