@@ -15,7 +15,7 @@ Stretches known(const SkipHints& h, std::string_view begin, std::string_view end
   return h.empty_stretches(begin, end, sequence, /*reverse=*/false, 100);
 }
 
-// The stretch that starts after key `k`.
+// The key right after `k`.
 std::string after(std::string k) { return k.push_back('\0'), k; }
 
 TEST(SkipHints, NothingKnownNothingSkipped) {
@@ -67,7 +67,7 @@ TEST(SkipHints, TouchingAndOverlappingStretchesMergeAtTheLaterSequence) {
   EXPECT_EQ(h.size(), 1u);
   EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "g"}}));
   EXPECT_EQ(known(h, "", "\xff", 10), (Stretches{{"a", "g"}}));  // nothing was cleared since 10
-  h.learn("b", "f", 12);  // inside: nothing changes
+  h.learn("b", "f", 12);                                         // inside: nothing changes
   EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "g"}}));
 }
 
@@ -144,13 +144,17 @@ TEST(SkipHints, HugeWritesBlockLearningFromOlderSnapshots) {
   EXPECT_EQ(known(h, "", "\xff", 11), (Stretches{{"a", "m"}}));
 }
 
-TEST(SkipHints, LogIsBoundedByTotalKeysToo) {
+TEST(SkipHints, LogIsBoundedByBytesToo) {
   SkipHints h(10);
   std::vector<std::string> keys;
-  for (std::size_t i = 0; i < SkipHints::kMaxLoggedKeys; ++i)
-    keys.push_back("z" + std::to_string(i));
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < SkipHints::kMaxLoggedKeys; ++i) {
+    keys.push_back("z" + std::to_string(i) + std::string(100, 'x'));
+    bytes += keys.back().size();
+  }
   std::vector<std::string_view> views(keys.begin(), keys.end());
-  const std::uint64_t writes = SkipHints::kMaxLogKeys / SkipHints::kMaxLoggedKeys + 2;
+  const std::uint64_t writes = SkipHints::kMaxLogBytes / bytes + 2;
+  ASSERT_LT(writes, SkipHints::kLogWrites);
   for (std::uint64_t s = 11; s < 11 + writes; ++s) {
     h.begin_write(views);
     h.end_write(s);

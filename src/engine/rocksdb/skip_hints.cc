@@ -1,6 +1,7 @@
 #include "engine/rocksdb/skip_hints.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace kvq::engine::rocksdb_engine {
 
@@ -8,22 +9,31 @@ std::vector<KeyStretch> SkipHints::empty_stretches(std::string_view begin, std::
                                                    std::uint64_t sequence, bool reverse,
                                                    std::size_t max) const {
   std::vector<KeyStretch> out;
-  auto add = [&](std::string_view lo, std::string_view hi) {
-    if (out.size() < max) out.push_back({std::string(lo), std::string(hi)});
-  };
+  std::lock_guard<std::mutex> lock(mu_);
+  // What the writes since `sequence` cleared, read from the log once, at the first stretch
+  // learnt after `sequence` (nullopt: the log cannot say).
+  bool looked_up = false;
+  std::optional<std::vector<KeyStretch>> cleared;
   // Adds the parts of a stretch (cut to [begin, end)) known empty at `sequence`, in read order.
   auto add_known = [&](const auto& entry) {
     const std::string_view lo = std::max<std::string_view>(entry.first, begin);
     const std::string_view hi = std::min<std::string_view>(entry.second.hi, end);
-    if (entry.second.sequence <= sequence) return add(lo, hi);
-    std::vector<KeyStretch> parts = empty_at(lo, hi, sequence);
+    if (entry.second.sequence <= sequence) return out.push_back({std::string(lo), std::string(hi)});
+    if (!looked_up) cleared = cleared_since(begin, end, sequence);
+    looked_up = true;
+    if (!cleared) return;
+    std::vector<KeyStretch> parts = without(lo, hi, *cleared);
     if (reverse) std::reverse(parts.begin(), parts.end());
-    for (const KeyStretch& part : parts) add(part.lo, part.hi);
+    for (KeyStretch& part : parts) {
+      if (out.size() < max) out.push_back(std::move(part));
+    }
   };
-  std::lock_guard<std::mutex> lock(mu_);
+  // Visits a bounded number of stretches even if few of them hold at `sequence`.
+  std::size_t visits = 4 * max;
   if (reverse) {
     // Stretches are disjoint, so their ends ascend with their starts.
-    for (auto it = stretches_.lower_bound(end); it != stretches_.begin() && out.size() < max;) {
+    for (auto it = stretches_.lower_bound(end);
+         it != stretches_.begin() && out.size() < max && visits-- > 0;) {
       --it;
       if (it->second.hi <= begin) break;
       add_known(*it);
@@ -32,28 +42,47 @@ std::vector<KeyStretch> SkipHints::empty_stretches(std::string_view begin, std::
   }
   auto it = stretches_.upper_bound(begin);
   if (it != stretches_.begin() && std::prev(it)->second.hi > begin) --it;
-  for (; it != stretches_.end() && it->first < end && out.size() < max; ++it) add_known(*it);
+  for (; it != stretches_.end() && it->first < end && out.size() < max && visits-- > 0; ++it) {
+    add_known(*it);
+  }
   return out;
 }
 
-std::vector<KeyStretch> SkipHints::empty_at(std::string_view lo, std::string_view hi,
-                                            std::uint64_t sequence) const {
-  if (sequence < log_floor_) return {};
-  std::vector<KeyStretch> cleared;  // since `sequence`, inside [lo, hi)
+std::optional<std::vector<KeyStretch>> SkipHints::cleared_since(std::string_view begin,
+                                                                std::string_view end,
+                                                                std::uint64_t sequence) const {
+  if (sequence < log_floor_) return std::nullopt;
+  std::vector<KeyStretch> cleared;
   std::size_t writes = 0;
   for (auto it = log_.rbegin(); it != log_.rend() && it->sequence > sequence; ++it) {
-    if (!it->all_keys || ++writes > kMaxStaleWrites) return {};
+    if (!it->all_keys || ++writes > kMaxStaleWrites) return std::nullopt;
     for (const KeyStretch& c : it->cleared) {
-      if (c.lo < hi && lo < c.hi) cleared.push_back(c);
+      if (c.lo < end && begin < c.hi) cleared.push_back(c);
     }
   }
   std::sort(cleared.begin(), cleared.end(),
             [](const KeyStretch& a, const KeyStretch& b) { return a.lo < b.lo; });
+  std::vector<KeyStretch> joined;
+  for (KeyStretch& c : cleared) {
+    if (!joined.empty() && c.lo <= joined.back().hi) {
+      joined.back().hi = std::max(joined.back().hi, c.hi);
+    } else {
+      joined.push_back(std::move(c));
+    }
+  }
+  return joined;
+}
+
+std::vector<KeyStretch> SkipHints::without(std::string_view lo, std::string_view hi,
+                                           const std::vector<KeyStretch>& cleared) {
   std::vector<KeyStretch> out;
   std::string from(lo);
-  for (KeyStretch& c : cleared) {
-    if (from < c.lo) out.push_back({from, c.lo});
-    from = std::max(from, c.hi);
+  // The first cleared range ending after `lo` (they are disjoint: their ends ascend too).
+  auto c = std::upper_bound(cleared.begin(), cleared.end(), lo,
+                            [](std::string_view key, const KeyStretch& r) { return key < r.hi; });
+  for (; c != cleared.end() && c->lo < hi; ++c) {
+    if (from < c->lo) out.push_back({from, c->lo});
+    from = std::max(from, c->hi);
   }
   if (from < hi) out.push_back({std::move(from), std::string(hi)});
   return out;
@@ -122,14 +151,16 @@ void SkipHints::split_at(std::string_view key) {
 
 void SkipHints::begin_write(const std::vector<std::string_view>& put_keys,
                             std::vector<KeyStretch> cleared) {
-  LoggedWrite entry{kPending, put_keys.size() + cleared.size() <= kMaxLoggedKeys, {}, {}};
+  LoggedWrite entry{kPending, put_keys.size() + cleared.size() <= kMaxLoggedKeys, {}, {}, 0};
   if (entry.all_keys) {
     entry.keys.assign(put_keys.begin(), put_keys.end());
     std::sort(entry.keys.begin(), entry.keys.end());
     entry.cleared = std::move(cleared);
+    for (const std::string& key : entry.keys) entry.bytes += key.size();
+    for (const KeyStretch& c : entry.cleared) entry.bytes += c.lo.size() + c.hi.size();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  log_keys_ += entry.keys.size() + entry.cleared.size();
+  log_bytes_ += entry.bytes;
   log_.push_back(std::move(entry));
   for (std::string_view key : put_keys) split_at(key);
 }
@@ -137,9 +168,9 @@ void SkipHints::begin_write(const std::vector<std::string_view>& put_keys,
 void SkipHints::end_write(std::uint64_t sequence) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!log_.empty() && log_.back().sequence == kPending) log_.back().sequence = sequence;
-  while (log_.size() > 1 && (log_.size() > kLogWrites || log_keys_ > kMaxLogKeys)) {
+  while (log_.size() > 1 && (log_.size() > kLogWrites || log_bytes_ > kMaxLogBytes)) {
     log_floor_ = std::max(log_floor_, log_.front().sequence);
-    log_keys_ -= log_.front().keys.size() + log_.front().cleared.size();
+    log_bytes_ -= log_.front().bytes;
     log_.pop_front();
   }
 }

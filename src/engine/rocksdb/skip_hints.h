@@ -30,9 +30,10 @@
 // Stretches only ever make a read skip keys that are absent at its snapshot, so results are
 // unchanged.
 //
-// Thread-safe. Bounded: at most kMaxStretches stretches (all dropped when full), kLogWrites logged
-// writes holding at most kMaxLogKeys keys in all (a write of more than kMaxLoggedKeys keys is
-// logged without them and blocks learning from snapshots older than it).
+// Thread-safe. Bounded: at most kMaxStretches stretches (all dropped when full), the last
+// kLogWrites writes, holding about kMaxLogBytes bytes of keys at most (the newest write is kept
+// whatever its size). A write putting and clearing more than kMaxLoggedKeys keys and ranges in all
+// is logged without them: it blocks learning from, and using stretches at, snapshots older than it.
 #ifndef KVQ_SRC_ENGINE_ROCKSDB_SKIP_HINTS_H_
 #define KVQ_SRC_ENGINE_ROCKSDB_SKIP_HINTS_H_
 
@@ -40,6 +41,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,8 +59,9 @@ class SkipHints {
  public:
   static constexpr std::size_t kMaxStretches = 1024;
   static constexpr std::size_t kLogWrites = 4096;
-  static constexpr std::size_t kMaxLogKeys = 65536;  // keys over all logged writes
-  static constexpr std::size_t kMaxLoggedKeys = 4096;
+  static constexpr std::size_t kMaxLogBytes = 16 << 20;  // keys and range edges, all writes
+  static constexpr std::size_t kMaxLoggedKeys = 4096;    // keys and ranges of one write
+  // A reader older than a stretch looks through the writes since its snapshot, up to this many.
   static constexpr std::size_t kMaxStaleWrites = 256;
 
   // `sequence`: the database's latest sequence number when the store opened.
@@ -66,15 +69,18 @@ class SkipHints {
 
   // Up to `max` known-empty stretches inside [begin, end) that hold at `sequence`, cut to
   // [begin, end), disjoint and in the order a read in that direction meets them (from begin
-  // up, or from end down if `reverse`). A read may skip every key inside them. A stretch learnt
-  // after `sequence` counts without the keys that the (at most kMaxStaleWrites) logged writes
-  // since `sequence` cleared: it was empty at `sequence` everywhere else.
+  // up, or from end down if `reverse`); at most 4 * max stretches are looked at. A read may skip
+  // every key inside them. A stretch learnt after `sequence` counts without the keys that the
+  // writes since `sequence` cleared (it was empty at `sequence` everywhere else), or not at all
+  // if the log cannot say: it does not reach back to `sequence`, more than kMaxStaleWrites writes
+  // came since, or one of them was logged without its keys.
   std::vector<KeyStretch> empty_stretches(std::string_view begin, std::string_view end,
                                           std::uint64_t sequence, bool reverse,
                                           std::size_t max) const;
 
   // Records that [lo, hi) has no live key at `sequence`, split around the keys that later or
-  // pending writes put into it (ignored if `sequence` is older than the log).
+  // pending writes put into it. Ignored if the log cannot say which: it does not reach back to
+  // `sequence`, or a write since was logged without its keys.
   void learn(std::string_view lo, std::string_view hi, std::uint64_t sequence);
 
   // Called by the writer before it writes: splits the stretches holding any of `put_keys`, and
@@ -97,6 +103,7 @@ class SkipHints {
     bool all_keys;                  // false: too many keys were put or cleared to log them
     std::vector<std::string> keys;  // put, sorted
     std::vector<KeyStretch> cleared;
+    std::size_t bytes;  // of keys and cleared
   };
   static constexpr std::uint64_t kPending = ~std::uint64_t{0};
 
@@ -104,10 +111,13 @@ class SkipHints {
   // unique; false if the log does not reach back to `sequence` or misses some keys (mu_ held).
   bool keys_put_since(std::string_view lo, std::string_view hi, std::uint64_t sequence,
                       std::vector<std::string>& keys) const;
-  // The parts of stretch [lo, hi) that were empty at `sequence` (older than the stretch's): all
-  // but what writes since cleared; nothing if the log does not say (mu_ held).
-  std::vector<KeyStretch> empty_at(std::string_view lo, std::string_view hi,
-                                   std::uint64_t sequence) const;
+  // What the writes logged after `sequence` cleared inside [begin, end): sorted, disjoint;
+  // nullopt if the log cannot say (see empty_stretches) (mu_ held).
+  std::optional<std::vector<KeyStretch>> cleared_since(std::string_view begin, std::string_view end,
+                                                       std::uint64_t sequence) const;
+  // [lo, hi) without `cleared` (sorted, disjoint), in pieces, ascending.
+  static std::vector<KeyStretch> without(std::string_view lo, std::string_view hi,
+                                         const std::vector<KeyStretch>& cleared);
   // Adds [lo, hi) empty from `sequence`, merged with the stretches it touches (mu_ held).
   void insert_merged(std::string lo, std::string hi, std::uint64_t sequence);
   // Splits the stretch holding `key`, if any, around it (mu_ held).
@@ -115,8 +125,8 @@ class SkipHints {
 
   mutable std::mutex mu_;
   std::deque<LoggedWrite> log_;
-  std::uint64_t log_floor_;   // writes with a sequence <= this may be missing from log_
-  std::size_t log_keys_ = 0;  // keys held by log_
+  std::uint64_t log_floor_;    // writes with a sequence <= this may be missing from log_
+  std::size_t log_bytes_ = 0;  // bytes held by log_
   std::map<std::string, Stretch, std::less<>> stretches_;  // lo -> (hi, sequence); disjoint
 };
 
