@@ -22,6 +22,7 @@ if(KVQ_PROTO_SRCS)
   target_include_directories(kvq_etcd_proto PUBLIC $<BUILD_INTERFACE:${KVQ_PROTO_OUT}>)
   target_link_libraries(kvq_etcd_proto PUBLIC gRPC::grpc++ protobuf::libprotobuf)
   set_target_properties(kvq_etcd_proto PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_compile_options(kvq_etcd_proto PRIVATE ${KVQ_AROUND_OPTIONS})
   set_property(GLOBAL APPEND PROPERTY KVQ_ROOMS kvq_etcd_proto)
 endif()
 # The etcd room includes the generated headers (rpc.pb.h, ...) and links gRPC.

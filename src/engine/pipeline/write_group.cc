@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include "common/cpu_relax.h"
+
 namespace kvq::pipeline {
 namespace {
 
@@ -15,14 +17,6 @@ constexpr int kSpins = 128;
 constexpr std::chrono::microseconds kYieldBudget{200};
 
 constexpr std::uint8_t kFinished = Writer::kDone | Writer::kLeader;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 }  // namespace
 
@@ -59,7 +53,7 @@ std::uint8_t WriteGroup::spin(Writer& w) {
   for (int i = 0; i < kSpins; ++i) {
     const std::uint8_t s = w.state.load(std::memory_order_acquire);
     if (s & kFinished) return s;
-    cpu_relax();
+    common::cpu_relax();
   }
   // Phase 2: yield. The budget is real CPU time, not kvq's clock (common/clock.h): a simulated
   // clock stands still while a thread spins.

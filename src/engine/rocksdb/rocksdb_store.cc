@@ -167,8 +167,10 @@ class RocksDbSnapshot : public pipeline::StoreSnapshot {
         edge = std::move(empty.hi);
       }
     }
-    if (reverse && begin < edge) gaps.push_back({std::string(begin), std::move(edge)});
-    if (!reverse && edge < end) gaps.push_back({std::move(edge), std::string(end)});
+    if (reverse ? begin < edge : edge < end) {
+      gaps.push_back(reverse ? KeyStretch{std::string(begin), std::move(edge)}
+                             : KeyStretch{std::move(edge), std::string(end)});
+    }
     return gaps;
   }
 

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/cpu_relax.h"
 
 namespace kvq::combining {
 
@@ -70,7 +71,7 @@ class Wakeup {
     const auto until = std::chrono::steady_clock::now() + budget;
     for (unsigned i = 1;; ++i) {
       if (sem_trywait(&sem_) == 0) return true;
-      spin_pause();
+      common::cpu_relax();
       if (i % kPollsPerClockRead == 0 && std::chrono::steady_clock::now() >= until) return false;
     }
   }
@@ -87,11 +88,6 @@ class Wakeup {
 
  private:
   static constexpr unsigned kPollsPerClockRead = 64;
-  static void spin_pause() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  }
 
   // Decided where the Wakeup is made: on the thread that will wait.
   const bool through_clock_ = common::clock().schedules_calling_thread();
