@@ -15,6 +15,7 @@
 
 #include "kvq/database.h"
 #include "support/engines.h"
+#include "support/layer_engines.h"
 
 namespace kvq {
 namespace {
@@ -25,6 +26,11 @@ constexpr std::int64_t kInitial = 1000;
 std::string account(int i) { return "acct/" + std::to_string(1000 + i); }
 
 std::int64_t parse(const std::string& s) { return std::stoll(s); }
+
+// Sanitizer builds run a quarter of each test's transactions: they look for memory errors and
+// races, which the same interleavings show at a smaller size (at full size the binary took 239 s
+// under ASan + UBSan on the loaded 2-core machine, 96 s under TSan).
+int sized(int full) { return testing::kSanitizerBuild ? full / 4 : full; }
 
 class BankTest : public ::testing::TestWithParam<testing::EngineFactory> {};
 
@@ -37,7 +43,7 @@ TEST_P(BankTest, ConcurrentTransfersPreserveTheTotal) {
   const int kWorkers = 8;
   // 100,000 committed transfers in all; 10,000 on etcd, whose commits are network round trips
   // (about 1,000/s on this 2-core machine).
-  const int kTransfersPerWorker = GetParam().name == "etcd" ? 1250 : 12500;
+  const int kTransfersPerWorker = sized(GetParam().name == "etcd" ? 1250 : 12500);
   std::atomic<bool> stop{false};
   std::atomic<int> audits{0};
   std::atomic<int> bad_audits{0};
@@ -109,7 +115,7 @@ TEST_P(BankTest, ConcurrentTransfersPreserveTheTotal) {
 // threads with plain get/set must all count.
 TEST_P(BankTest, ReadModifyWriteIncrementsAreNeverLost) {
   auto db = GetParam().open({});
-  const int kThreads = 8, kPerThread = 500;
+  const int kThreads = 8, kPerThread = sized(500);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
@@ -150,7 +156,7 @@ TEST_P(BankTest, RandomTransactionsAreSerializableInCommitOrder) {
     std::string stamp;
     std::vector<Op> ops;
   };
-  const int kThreads = 8, kPerThread = 1500;
+  const int kThreads = 8, kPerThread = sized(1500);
   std::vector<std::vector<Committed>> per_thread(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
