@@ -48,18 +48,28 @@ std::vector<KeyStretch> SkipHints::empty_stretches(std::string_view begin, std::
   return out;
 }
 
+template <typename Visit>
+bool SkipHints::visit_writes_since(std::uint64_t sequence, std::size_t max_writes,
+                                   Visit visit) const {
+  if (sequence < log_floor_) return false;
+  std::size_t writes = 0;
+  for (auto it = log_.rbegin(); it != log_.rend() && it->sequence > sequence; ++it) {
+    if (!it->all_keys || ++writes > max_writes) return false;
+    visit(*it);
+  }
+  return true;
+}
+
 std::optional<std::vector<KeyStretch>> SkipHints::cleared_since(std::string_view begin,
                                                                 std::string_view end,
                                                                 std::uint64_t sequence) const {
-  if (sequence < log_floor_) return std::nullopt;
   std::vector<KeyStretch> cleared;
-  std::size_t writes = 0;
-  for (auto it = log_.rbegin(); it != log_.rend() && it->sequence > sequence; ++it) {
-    if (!it->all_keys || ++writes > kMaxStaleWrites) return std::nullopt;
-    for (const KeyStretch& c : it->cleared) {
+  const bool known = visit_writes_since(sequence, kMaxStaleWrites, [&](const LoggedWrite& w) {
+    for (const KeyStretch& c : w.cleared) {
       if (c.lo < end && begin < c.hi) cleared.push_back(c);
     }
-  }
+  });
+  if (!known) return std::nullopt;
   std::sort(cleared.begin(), cleared.end(),
             [](const KeyStretch& a, const KeyStretch& b) { return a.lo < b.lo; });
   std::vector<KeyStretch> joined;
@@ -90,13 +100,11 @@ std::vector<KeyStretch> SkipHints::without(std::string_view lo, std::string_view
 
 bool SkipHints::keys_put_since(std::string_view lo, std::string_view hi, std::uint64_t sequence,
                                std::vector<std::string>& keys) const {
-  if (sequence < log_floor_) return false;
-  for (auto it = log_.rbegin(); it != log_.rend() && it->sequence > sequence; ++it) {
-    if (!it->all_keys) return false;
-    auto first = std::lower_bound(it->keys.begin(), it->keys.end(), lo);
-    auto last = std::lower_bound(first, it->keys.end(), hi);
-    keys.insert(keys.end(), first, last);
-  }
+  const bool known = visit_writes_since(sequence, log_.size(), [&](const LoggedWrite& w) {
+    auto first = std::lower_bound(w.keys.begin(), w.keys.end(), lo);
+    keys.insert(keys.end(), first, std::lower_bound(first, w.keys.end(), hi));
+  });
+  if (!known) return false;
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   return true;

@@ -107,6 +107,11 @@ class SkipHints {
   };
   static constexpr std::uint64_t kPending = ~std::uint64_t{0};
 
+  // Calls visit(write) for each write logged after `sequence` (pending ones too), newest first.
+  // False if the log cannot say what they all were: it does not reach back to `sequence`, one of
+  // them was logged without its keys, or more than `max_writes` came since (mu_ held).
+  template <typename Visit>
+  bool visit_writes_since(std::uint64_t sequence, std::size_t max_writes, Visit visit) const;
   // The keys that writes logged after `sequence` (or pending) put into [lo, hi), sorted and
   // unique; false if the log does not reach back to `sequence` or misses some keys (mu_ held).
   bool keys_put_since(std::string_view lo, std::string_view hi, std::uint64_t sequence,
