@@ -16,7 +16,7 @@ bash scripts/install-deps.sh
 # Only the fuzz targets and the rooms of kvq they link (tests/fuzz/CMakeLists.txt).
 KVQ_BUILD_TARGETS=kvq_fuzz_targets bash scripts/build.sh build-fuzz -DCMAKE_CXX_COMPILER=clang++ \
   -DKVQ_BUILD_FUZZ=ON -DKVQ_SANITIZE=address,undefined,fuzzer-no-link -DKVQ_BUILD_TESTS=OFF \
-  -DKVQ_BUILD_BENCH=OFF -DKVQ_BUILD_CLI=OFF -DKVQ_WITH_ROCKSDB=OFF -DKVQ_WITH_ETCD=ON
+  -DKVQ_BUILD_BENCH=OFF -DKVQ_BUILD_CLI=OFF -DKVQ_WITH_ROCKSDB=OFF -DKVQ_WITH_ETCD=ON -DKVQ_UNITY=ON
 mkdir -p build-fuzz/findings
 
 # Runs one target on a copy of its corpus; prints its summary lines and records its executions.
