@@ -87,12 +87,7 @@ history::Result run_history(std::shared_ptr<Database> db, const Subspace& space,
 
 class CombiningTest : public LayerTest {
  protected:
-  int items() const {
-    if (GetParam().engine == "etcd")
-      return static_cast<int>(testing::env_int("KVQ_TEST_ETCD_ITEMS", 1500));
-    if (GetParam().engine == "rocksdb") return 10000;
-    return static_cast<int>(testing::test_items());
-  }
+  int items() const { return testing::history_items(GetParam().engine); }
 };
 
 TEST_P(CombiningTest, QueueHistoryWithCombiningLosesNothingAndKeepsFifo) {

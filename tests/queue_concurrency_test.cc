@@ -27,19 +27,7 @@ using testing::LayerTest;
 
 class ConcurrencyTest : public LayerTest {
  protected:
-  // A real etcd commits a few thousand transactions per second: a smaller history there
-  // (KVQ_TEST_ETCD_ITEMS) keeps the binary well under a minute.
-  // On rocksdb the runs still grow faster than their items (docs/engines.md, "Known limits":
-  // 1-3 s each at 10,000 items, 7-17 s at 50,000), so its history is capped at 10,000 items
-  // (KVQ_TEST_ROCKSDB_ITEMS).
-  int items() const {
-    if (GetParam().engine == "etcd") return static_cast<int>(env_int("KVQ_TEST_ETCD_ITEMS", 1500));
-    if (GetParam().engine == "rocksdb") {
-      return static_cast<int>(
-          std::min(testing::test_items(), env_int("KVQ_TEST_ROCKSDB_ITEMS", 10000)));
-    }
-    return static_cast<int>(testing::test_items());
-  }
+  int items() const { return testing::history_items(GetParam().engine); }
   int clients() const { return static_cast<int>(env_int("KVQ_TEST_CLIENTS", 16)); }
 };
 

@@ -3,9 +3,11 @@
 #ifndef KVQ_TESTS_SUPPORT_LAYER_ENGINES_H_
 #define KVQ_TESTS_SUPPORT_LAYER_ENGINES_H_
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvq/database.h"
@@ -36,6 +38,18 @@ constexpr bool kSanitizerBuild =
 // The number of items the concurrency tests push in total: $KVQ_TEST_ITEMS, else 50,000 (8,000
 // in sanitizer builds).
 inline long test_items() { return env_int("KVQ_TEST_ITEMS", kSanitizerBuild ? 8000 : 50000); }
+
+// The items of one history of a concurrency test on `engine`: test_items(), at most
+// $KVQ_TEST_ROCKSDB_ITEMS (10,000) on rocksdb, whose runs grow faster than their items
+// (docs/engines.md, "Known limits"), and $KVQ_TEST_ETCD_ITEMS (1,500) on etcd, which commits a
+// few thousand transactions a second.
+inline int history_items(std::string_view engine) {
+  if (engine == "etcd") return static_cast<int>(env_int("KVQ_TEST_ETCD_ITEMS", 1500));
+  if (engine == "rocksdb") {
+    return static_cast<int>(std::min(test_items(), env_int("KVQ_TEST_ROCKSDB_ITEMS", 10000)));
+  }
+  return static_cast<int>(test_items());
+}
 
 }  // namespace kvq::testing
 
