@@ -19,23 +19,19 @@ foreach(proto ${KVQ_ETCD_PROTOS})
   list(APPEND KVQ_PROTO_MESSAGE_SRCS ${KVQ_PROTO_OUT}/${name}.pb.cc)
   list(APPEND KVQ_PROTO_SERVICE_SRCS ${KVQ_PROTO_OUT}/${name}.grpc.pb.cc)
 endforeach()
-# Two object libraries: the messages (kvq_etcd_messages: what the response decoders and their fuzz
-# target need) and the gRPC service stubs (kvq_etcd_proto, which links the messages).
-foreach(part messages proto)
-  if(part STREQUAL "messages")
-    set(target kvq_etcd_messages)
-    set(sources ${KVQ_PROTO_MESSAGE_SRCS})
-  else()
-    set(target kvq_etcd_proto)
-    set(sources ${KVQ_PROTO_SERVICE_SRCS})
-  endif()
-  add_library(${target} OBJECT ${sources})
+# One object library of generated code, a room of the kvq archive.
+function(kvq_add_proto_library target)
+  add_library(${target} OBJECT ${ARGN})
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${KVQ_PROTO_OUT}>)
   target_link_libraries(${target} PUBLIC gRPC::grpc++ protobuf::libprotobuf)
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_compile_options(${target} PRIVATE ${KVQ_AROUND_OPTIONS})
   set_property(GLOBAL APPEND PROPERTY KVQ_ROOMS ${target})
-endforeach()
+endfunction()
+# The messages (what the response decoders and their fuzz target need) and the gRPC service stubs,
+# which use them.
+kvq_add_proto_library(kvq_etcd_messages ${KVQ_PROTO_MESSAGE_SRCS})
+kvq_add_proto_library(kvq_etcd_proto ${KVQ_PROTO_SERVICE_SRCS})
 target_link_libraries(kvq_etcd_proto PUBLIC kvq_etcd_messages)
 # The etcd room includes the generated headers (rpc.pb.h, ...) and links gRPC.
 target_include_directories(kvq_etcd PRIVATE ${KVQ_PROTO_OUT})
