@@ -19,7 +19,6 @@ namespace kvq::combining {
 namespace {
 
 struct Add : Request {
-  int value = 0;
   int result = -1;  // the position in its group
   int group = -1;   // which serve call served it
 };
@@ -28,7 +27,6 @@ TEST(Combiner, RequestsQueuedBehindALeaderAreServedAsOneGroupInOrder) {
   Combiner c({.max_count = 64});
   std::atomic<int> serves{0};
   std::atomic<bool> release{false};
-  std::atomic<int> submitted{0};
   auto serve = [&](std::vector<Request*>& group) {
     const int g = serves++;
     if (g == 0) {
@@ -44,14 +42,9 @@ TEST(Combiner, RequestsQueuedBehindALeaderAreServedAsOneGroupInOrder) {
   while (serves.load() == 0) std::this_thread::yield();
   std::vector<Add> rest(5);
   std::vector<std::thread> followers;
-  for (int i = 0; i < 5; ++i) {
-    followers.emplace_back([&, i] {
-      rest[static_cast<std::size_t>(i)].value = i;
-      ++submitted;
-      c.submit(rest[static_cast<std::size_t>(i)], serve);
-    });
-    while (submitted.load() <= i) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // queued in this order
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    followers.emplace_back([&, i] { c.submit(rest[i], serve); });
+    while (c.queued() < i + 2) std::this_thread::yield();  // queued in this order
   }
   release = true;
   leader.join();
@@ -102,9 +95,9 @@ struct HeldLeader {
     });
     while (!started()) std::this_thread::yield();
     std::vector<std::thread> followers;
-    for (auto& r : rest) {
-      followers.emplace_back([&] { c.submit(r, fn); });
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // queued in this order
+    for (std::size_t i = 0; i < rest.size(); ++i) {
+      followers.emplace_back([&, i] { c.submit(rest[i], fn); });
+      while (c.queued() < i + 2) std::this_thread::yield();  // queued in this order
     }
     release = true;
     leader.join();

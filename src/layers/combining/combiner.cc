@@ -170,4 +170,9 @@ std::size_t Combiner::requests() const {
   return requests_;
 }
 
+std::size_t Combiner::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
 }  // namespace kvq::combining

@@ -162,6 +162,9 @@ class Combiner {
   // Groups served and requests served so far (for benchmarks and tests).
   std::size_t groups() const;
   std::size_t requests() const;
+  // Requests submitted and not yet done, those being served among them (for tests that must know
+  // a request has queued before they submit the next).
+  std::size_t queued() const;
 
  private:
   // A follower's wait for its wake-up: polled first if worth_polling() and a polling place is
