@@ -105,8 +105,7 @@ TEST(WriteGroup, ALeaderRunsTheBatchesQueuedBehindItUpToItsTurnsLimit) {
   for (int i = 0; i < kQueued; ++i) {
     Writer* w = writers[static_cast<std::size_t>(i)].get();
     followers.emplace_back([&, w] { group.commit(*w, run); });
-    // Queued in this order: a waiter spins and yields for at most a few hundred microseconds.
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    while (group.queued() < static_cast<std::size_t>(i) + 1) std::this_thread::yield();  // in order
   }
   release = true;
   leader_thread.join();

@@ -111,6 +111,11 @@ void WriteGroup::lead(Writer& w, const RunBatch& run) {
   }
 }
 
+std::size_t WriteGroup::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
 std::vector<Writer*> WriteGroup::take_batch() {
   std::lock_guard<std::mutex> lock(mu_);
   const std::size_t n = std::min(queue_.size(), max_batch_);

@@ -79,6 +79,9 @@ class WriteGroup {
 
   // Writers that had to sleep (fell back to the condition variable), for tests and benchmarks.
   std::uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+  // Writers queued and not yet taken into a batch (for tests that must know a writer has queued
+  // before they start the next).
+  std::size_t queued() const;
 
  private:
   // Waits until `w` is done or made leader (spinning first if `may_spin`); returns the state
@@ -100,7 +103,7 @@ class WriteGroup {
   // Waiters at most this far back in the queue spin before they sleep: one per core besides the
   // leader's.
   const std::size_t spinners_ = std::max(2u, std::thread::hardware_concurrency()) - 1;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::deque<Writer*> queue_;  // waiting writers, oldest first; the leader's batch is taken off
   bool leading_ = false;       // a leader is running (then queue_ is served later)
   std::atomic<std::uint64_t> sleeps_{0};
