@@ -292,6 +292,49 @@ TEST_P(FairQueueTest, LeaseLimitSkipsATenantUntilAnAck) {
   EXPECT_EQ(a1->value, "a-1");
 }
 
+// A take that finds its tenant at the limit retires it and clears the wake-ups it read; an ack
+// committed meanwhile wakes the tenant again. The take read the leased count with a conflict, so
+// it fails rather than clear that wake-up, and the tenant's next item is taken.
+TEST_P(FairQueueTest, AnAckCommittedDuringATakeAtTheLimitKeepsTheTenantServed) {
+  FairQueueOptions o;
+  o.max_leased_per_tenant = 1;
+  FairQueue fq = make(o);
+  fq.push("a", "a-0");
+  fq.push("a", "a-1");
+  auto a0 = fq.take(30s);
+  ASSERT_TRUE(a0);
+  fq.push("a", "a-2");  // a wake-up of "a", which the take below clears
+  Transaction tr = db_->create_transaction();
+  EXPECT_EQ(fq.take(tr, 30s), std::nullopt) << "a is at its limit";
+  fq.ack(*a0);
+  try {
+    tr.commit();
+    ADD_FAILURE() << "the take committed over the ack";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotCommitted) << e.what();
+  }
+  auto a1 = fq.take(30s);
+  ASSERT_TRUE(a1);
+  EXPECT_EQ(a1->value, "a-1");
+}
+
+// A nack with a delay ends a lease as an ack does: a tenant at its limit is served again at once,
+// not when the nacked item is due.
+TEST_P(FairQueueTest, ANackWithADelayBringsATenantAtItsLimitBackAtOnce) {
+  FairQueueOptions o;
+  o.max_leased_per_tenant = 1;
+  FairQueue fq = make(o);
+  fq.push("a", "a-0");
+  fq.push("a", "a-1");
+  auto a0 = fq.take(30s);
+  ASSERT_TRUE(a0);
+  EXPECT_EQ(fq.take(30s), std::nullopt) << "a is at its limit";
+  fq.nack(*a0, 1h);
+  auto a1 = fq.take(30s);
+  ASSERT_TRUE(a1);
+  EXPECT_EQ(a1->value, "a-1");
+}
+
 TEST_P(FairQueueTest, TakeWaitIsWokenByAPush) {
   FairQueue fq = make();
   std::thread pusher([&] {

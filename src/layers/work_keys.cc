@@ -11,11 +11,15 @@ std::string due_before_key(const Subspace& control, std::int64_t unix_us) {
   return control.pack(Tuple().append("due").append(unix_us));
 }
 
+std::string leased_counter(const Subspace& control) {
+  return control.pack(Tuple().append("leased"));
+}
+
 WorkKeys::WorkKeys(const Subspace& control)
     : control_(control),
       due_(due_timers(control)),
       taken_(control.range(Tuple().append("tk"))),
-      leased_(control.pack(Tuple().append("leased"))),
+      leased_(leased_counter(control)),
       delayed_(control.pack(Tuple().append("delayed"))),
       dead_(control.subspace(Tuple().append("dead"))) {}
 

@@ -94,9 +94,7 @@ void FairQueue::ack(const Lease& lease) {
 void FairQueue::ack(Transaction& tr, const Lease& lease) {
   FairKeys::check_tenant(lease.tenant);
   state_->tenant_queue(lease.tenant).ack(tr, lease);
-  // Under a lease limit the tenant may be out of the ring waiting for this ack.
-  const bool limited = state_->options().max_leased_per_tenant > 0;
-  state_->leased_changed(tr, lease, limited ? std::optional<std::int64_t>(0) : std::nullopt);
+  state_->lease_ended(tr, lease, std::nullopt);
 }
 
 void FairQueue::nack(const Lease& lease, milliseconds delay, std::string_view reason) {
@@ -111,7 +109,7 @@ void FairQueue::nack(Transaction& tr, const Lease& lease, milliseconds delay,
                      std::string_view reason) {
   FairKeys::check_tenant(lease.tenant);
   state_->tenant_queue(lease.tenant).nack(tr, lease, delay, reason);
-  state_->leased_changed(tr, lease, ready_after(delay));
+  state_->lease_ended(tr, lease, ready_after(delay));
 }
 
 WallClock::time_point FairQueue::extend(const Lease& lease, milliseconds vt) {

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/bytes.h"
 #include "common/clock.h"
 #include "kvq/error.h"
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
+#include "layers/work_keys.h"
 
 namespace kvq::detail {
 namespace {
@@ -112,6 +114,12 @@ void FairState::leased_changed(Transaction& tr, const Lease& lease,
   tr.atomic_add(keys_.changes(), 1);
 }
 
+void FairState::lease_ended(Transaction& tr, const Lease& lease,
+                            std::optional<std::int64_t> due_us) const {
+  leased_changed(tr, lease, due_us);
+  if (options_.max_leased_per_tenant > 0 && due_us != 0) index_.wake(tr, lease.tenant, 0);
+}
+
 template <typename T>
 FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, int max_retired) {
   // The head and whether another tenant follows it (if not, it stays in place).
@@ -161,9 +169,11 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
   }
   return [this, vt](const std::string& tenant, Transaction& tr) -> std::optional<Lease> {
     Queue queue = tenant_queue(tenant);
-    const int limit = options_.max_leased_per_tenant;
     // peek moves the tenant's expired leases back first, so the leased count is current.
-    if (limit > 0 && (!queue.peek(tr) || queue.stats(tr).leased >= limit)) return std::nullopt;
+    if (options_.max_leased_per_tenant > 0 &&
+        (!queue.peek(tr) || at_lease_limit(tr, tenant, queue))) {
+      return std::nullopt;
+    }
     std::optional<Lease> lease = queue.take(tr, vt);
     if (lease) {
       lease->tenant = tenant;
@@ -172,6 +182,14 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
     }
     return lease;
   };
+}
+
+bool FairState::at_lease_limit(Transaction& tr, std::string_view tenant, Queue& queue) const {
+  const int limit = options_.max_leased_per_tenant;
+  if (queue.stats(tr).leased < limit) return false;
+  const std::optional<std::string> leased =
+      tr.get(leased_counter(keys_.tenant_items(tenant).subspace(Tuple().append("kvq"))));
+  return leased && common::decode_le64(*leased) >= limit;
 }
 
 std::optional<FairItem> FairState::pop(Transaction& tr) {

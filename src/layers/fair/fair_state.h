@@ -72,6 +72,11 @@ class FairState {
   // known), and wakes the tenant at `due_us` (nullopt: no new wake-up).
   void leased_changed(Transaction& tr, const Lease& lease, std::optional<std::int64_t> due_us,
                       std::string_view id = {}) const;
+  // After an ack or nack of `lease` (its item ready again at `due_us`; nullopt for an ack): as
+  // leased_changed, and under a lease limit (options.max_leased_per_tenant) a wake-up at once
+  // too, because the tenant may be out of the ring waiting for one of its leases to end (a nack
+  // with a delay would otherwise bring it back only when its item is due).
+  void lease_ended(Transaction& tr, const Lease& lease, std::optional<std::int64_t> due_us) const;
 
   template <typename Body>
   auto run_marked(Body&& body) {
@@ -99,6 +104,12 @@ class FairState {
   template <typename T>
   std::optional<T> serve_marked(const Serve<T>& serve_one);
   Serve<Lease> taker(std::chrono::milliseconds vt) const;
+  // Whether `tenant`, whose Queue is `queue`, has options.max_leased_per_tenant items leased (a
+  // limit is set). Read as a snapshot, so that takes below the limit do not conflict with the
+  // tenant's acks; at the limit read again with a read conflict, so that an ack, nack or expiry
+  // committed meanwhile (which wakes the tenant) makes the take retry rather than retire the
+  // tenant and clear that wake-up.
+  bool at_lease_limit(Transaction& tr, std::string_view tenant, Queue& queue) const;
   // Up to `n` (>= 1) items from the front of `tenant`'s items, as its Queue::pop_batch(tr, n)
   // (through tenant_pops_, or the tenant's Queue if it has timers due by `now_us` to move first).
   std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n,
