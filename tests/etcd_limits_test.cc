@@ -2,13 +2,22 @@
 // stays within the limits commits; one operation or one value more fails with a clear
 // transaction_too_large before anything is sent, and nothing is written. Against etcd's default
 // limits and against an etcd started with --max-txn-ops=256 --max-request-bytes=262144 and the
-// matching URL options max_txn_ops= and max_request_bytes=.
+// matching URL options max_txn_ops= and max_request_bytes=. And etcd's space quota: pushes from
+// several threads into an etcd that runs out of space (NOSPACE) end in database_full, promptly,
+// with nothing lost or written twice once space is freed.
 #ifdef KVQ_WITH_ETCD
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <ostream>
+#include <regex>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/etcd/etcd_options.h"
 #include "kvq/kvq.h"
@@ -163,6 +172,96 @@ TEST(EtcdLimits, UrlClaimingMoreThanTheServerAllowsGetsTheServersRefusalNamingTh
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kTransactionTooLarge) << e.what();
     EXPECT_NE(std::string(e.what()).find("max_txn_ops="), std::string::npos) << e.what();
+  }
+}
+
+// The cluster's revision now, from etcdctl's JSON answer to a read.
+std::string current_revision(const EtcdCluster& cluster) {
+  std::string out;
+  EXPECT_EQ(cluster.etcdctl({"get", "--write-out=json", "none"}, &out), 0) << out;
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("\"revision\":([0-9]+)"))) return "";
+  return m[1];
+}
+
+// etcd answers NOSPACE to a Txn it refused (its quota check before proposing, or the alarm
+// raised) and to one it applied as the backend crossed its quota, so a NOSPACE commit is
+// commit_unknown_result; the engine then probes before each commit and fails it with
+// database_full, without sending it, while the cluster is out of space. Four threads push until
+// the cluster refuses them: each push returns or throws database_full within the test's time
+// (no retry loop spins on unknown results); a pop while it is full is database_full too. Once
+// the ballast is deleted, the history compacted, the backend defragmented and the alarm
+// disarmed, every push that returned is popped exactly once, in each thread's order, and no push
+// that threw database_full was written.
+TEST(EtcdLimits, PushesIntoAClusterOutOfSpaceEndInDatabaseFullAndLoseNothing) {
+  if (!EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
+  using namespace std::chrono_literals;
+  EtcdCluster cluster(1, {"--quota-backend-bytes=8388608"});
+  {
+    auto ballast = open(cluster.url("prefix=ballast/"));
+    for (int t = 0; t < 4; ++t) {
+      ballast->run([&](Transaction& tr) {
+        for (int i = 0; i < 10; ++i) tr.set(std::to_string(t * 10 + i), std::string(90'000, 'b'));
+      });
+    }
+  }
+  auto db = open(cluster.url("prefix=sp/"));
+  Queue q(db, Subspace(Tuple().append("q")));
+  constexpr int kThreads = 4;
+  std::vector<std::vector<std::string>> pushed(kThreads);  // ids ("thread/i") by thread
+  std::vector<std::string> refused(kThreads);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0;; ++i) {
+        const std::string id = std::to_string(t) + "/" + std::to_string(i);
+        try {
+          q.push(id + "/" + std::string(40'000, 'v'));
+          pushed[t].push_back(id);
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), ErrorCode::kDatabaseFull) << e.what();
+          refused[t] = id;
+          return;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 120s);
+  std::size_t total = 0;
+  for (const auto& p : pushed) total += p.size();
+  EXPECT_GT(total, 10u) << "the quota left room for some pushes";
+  std::cout << "pushed " << total << " items before the cluster ran out of space\n";
+  try {
+    q.pop();
+    ADD_FAILURE() << "a pop committed while the cluster is out of space";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDatabaseFull) << e.what();
+  }
+
+  std::string out;
+  ASSERT_EQ(cluster.etcdctl({"del", "--prefix", "ballast/"}, &out), 0) << out;
+  const std::string revision = current_revision(cluster);
+  ASSERT_FALSE(revision.empty());
+  ASSERT_EQ(cluster.etcdctl({"compact", revision}, &out), 0) << out;
+  ASSERT_EQ(cluster.etcdctl({"defrag"}, &out), 0) << out;
+  ASSERT_EQ(cluster.etcdctl({"alarm", "disarm"}, &out), 0) << out;
+
+  std::vector<std::string> popped;  // the items' ids
+  while (std::optional<std::string> item = q.pop()) {
+    popped.push_back(item->substr(0, item->rfind('/')));
+  }
+  EXPECT_EQ(popped.size(), total) << "every push that returned, once";
+  const std::set<std::string> seen(popped.begin(), popped.end());
+  EXPECT_EQ(seen.size(), popped.size()) << "no item twice";
+  for (int t = 0; t < kThreads; ++t) {
+    std::vector<std::string> mine;
+    for (const std::string& v : popped) {
+      if (v.rfind(std::to_string(t) + "/", 0) == 0) mine.push_back(v);
+    }
+    EXPECT_EQ(mine, pushed[t]) << "thread " << t << ": its pushes, in order, and not the refused "
+                               << refused[t];
   }
 }
 

@@ -58,7 +58,24 @@ std::size_t Cluster::commit_endpoint() {
   return i;
 }
 
+grpc::Status Cluster::probe_space() {
+  pb::TxnRequest probe;
+  pb::Compare* never = probe.add_compare();
+  never->set_key(codec_.commit_marker_key());
+  never->set_target(pb::Compare::VERSION);
+  never->set_result(pb::Compare::LESS);
+  never->set_version(0);
+  probe.add_success()->mutable_request_put()->set_key(codec_.commit_marker_key());
+  pb::TxnResponse response;
+  grpc::Status s = txn_once(probe, &response);
+  return out_of_space(s) ? s : grpc::Status::OK;
+}
+
 pb::TxnResponse Cluster::commit_rpc(const pb::TxnRequest& request) {
+  if (out_of_space_.load(std::memory_order_relaxed)) {
+    if (grpc::Status s = probe_space(); !s.ok()) throw_rpc_error(s, "commit", /*commit=*/false);
+    out_of_space_.store(false, std::memory_order_relaxed);
+  }
   const auto start = Clock::now();
   for (int attempt = 1;; ++attempt) {
     const std::size_t i = commit_endpoint();
@@ -70,6 +87,7 @@ pb::TxnResponse Cluster::commit_rpc(const pb::TxnRequest& request) {
     });
     endpoints_[i]->note(stubs, s);
     if (s.ok()) return response;
+    if (out_of_space(s)) out_of_space_.store(true, std::memory_order_relaxed);
     if (is_transport_error(s)) move_on(i);
     if (!never_sent(s) || Clock::now() - start >= options_.failover_budget) {
       throw_rpc_error(s, "commit", /*commit=*/true);

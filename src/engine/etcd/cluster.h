@@ -72,7 +72,10 @@ class Cluster {
 
   // Sends a commit Txn, preferring a member whose channel is not known down. Retries on other
   // endpoints only while the failure shows the request never left this process; any other
-  // transport failure is commit_unknown_result. Throws as throw_rpc_error.
+  // transport failure is commit_unknown_result. Throws as throw_rpc_error: NOSPACE is
+  // commit_unknown_result (out_of_space), and from then on, while a probe (probe_space)
+  // finds the cluster still out of space, each commit is database_full without being sent, so a
+  // retry loop ends instead of spinning on unknown results.
   etcdserverpb::TxnResponse commit_rpc(const etcdserverpb::TxnRequest& request);
 
   // One attempt of a Txn on the preferred endpoint (best-effort work such as folding deltas).
@@ -120,6 +123,10 @@ class Cluster {
   // The endpoint a commit should go to: the preferred one unless its channel is known down and
   // another's is not.
   std::size_t commit_endpoint();
+  // Probes whether the cluster refuses writes for lack of space now: a Txn with one put behind a
+  // compare that never holds (so it writes nothing in any case). NOSPACE if it does; else OK (also
+  // when the probe failed otherwise: then it is not known).
+  grpc::Status probe_space();
 
   const EtcdOptions options_;
   const KeyCodec codec_;
@@ -128,6 +135,8 @@ class Cluster {
   std::atomic<std::size_t> preferred_{0};
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::int64_t> latest_seen_{0};
+  // A commit was answered NOSPACE: later commits probe first (probe_space) until one finds room.
+  std::atomic<bool> out_of_space_{false};
   StampTurns stamp_turns_;
 };
 

@@ -48,7 +48,7 @@ std::optional<Error> refusal(const grpc::Status& s, const std::string& where) {
     return Error(ErrorCode::kTransactionTooOld,
                  where + "read revision was compacted away (" + describe(s) + ")");
   }
-  if (contains(m, "database space exceeded") || contains(m, "NOSPACE")) {
+  if (out_of_space(s)) {
     return Error(ErrorCode::kDatabaseFull,
                  where +
                      "the cluster refuses writes: database space exceeded (raise "
@@ -61,6 +61,13 @@ std::optional<Error> refusal(const grpc::Status& s, const std::string& where) {
                  where +
                      "more compares or operations than the cluster's --max-txn-ops (tell kvq "
                      "the server's value with the URL option max_txn_ops=) (" +
+                     describe(s) + ")");
+  }
+  if (contains(m, "too many requests")) {
+    // etcd refuses a proposal while its applied index lags the committed one by over 5,000
+    // entries: before proposing, so nothing was applied.
+    return Error(ErrorCode::kProcessBehind,
+                 where + "the cluster is behind applying its log and refused the request; retry (" +
                      describe(s) + ")");
   }
   if (contains(m, "request is too large") || contains(m, "larger than max") ||
@@ -103,6 +110,11 @@ bool auth_not_enabled(const grpc::Status& status) {
   return contains(status.error_message(), "authentication is not enabled");
 }
 
+bool out_of_space(const grpc::Status& status) {
+  const std::string& m = status.error_message();
+  return contains(m, "database space exceeded") || contains(m, "NOSPACE");
+}
+
 std::string describe(const grpc::Status& status) {
   return "gRPC code " + std::to_string(static_cast<int>(status.error_code())) + ": " +
          status.error_message();
@@ -110,6 +122,14 @@ std::string describe(const grpc::Status& status) {
 
 void throw_rpc_error(const grpc::Status& status, std::string_view what, bool commit) {
   const std::string where = "etcd " + std::string(what) + ": ";
+  if (commit && out_of_space(status)) {
+    throw Error(ErrorCode::kCommitUnknownResult,
+                where +
+                    "the cluster is out of space (NOSPACE), which etcd also answers to a commit "
+                    "it applied as the backend crossed its quota: it may or may not have been "
+                    "applied (" +
+                    describe(status) + ")");
+  }
   if (std::optional<Error> e = refusal(status, where)) throw *e;
   if (is_transport_error(status)) {
     if (commit) {

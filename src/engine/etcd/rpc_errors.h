@@ -30,11 +30,20 @@ bool token_refused(const grpc::Status& status);
 // True if Auth.Authenticate failed only because the cluster has authentication off.
 bool auth_not_enabled(const grpc::Status& status);
 
+// True if etcd answered NOSPACE ("database space exceeded"). For a commit this does not say
+// whether it was applied: etcd refuses a Txn with NOSPACE before proposing it (its size check, or
+// the NOSPACE alarm already raised), but also after applying one that found the backend over its
+// quota (etcd's quotaApplierV3: the Txn is applied, then NOSPACE is returned and the alarm
+// raised).
+bool out_of_space(const grpc::Status& status);
+
 // "gRPC code N: message", for error messages.
 std::string describe(const grpc::Status& status);
 
 // Throws the kvq::Error for the failed RPC `status` of operation `what` ("commit", "get", ...):
-// transaction_too_old (compacted revision), database_full (NOSPACE), transaction_too_large
+// transaction_too_old (compacted revision), database_full (NOSPACE; commit_unknown_result for
+// a `commit`, which NOSPACE may follow: see out_of_space), process_behind (etcd's "too many
+// requests": its apply lags its log; refused before proposing), transaction_too_large
 // (--max-txn-ops / --max-request-bytes), authentication_failed (wrong user or password, no
 // credentials for a cluster that requires them, a token refused after renewal),
 // permission_denied (the user's roles do not cover the keys), commit_unknown_result (transport
