@@ -10,13 +10,19 @@
 // Each push and pop carries an identity chosen outside the retry loop and leaves a receipt in the
 // same transaction, so a retry after commit_unknown_result (which failover produces) does not
 // push or pop twice: the FoundationDB way of making non-idempotent transactions safe.
+//
+// And a watch whose stream is on a member that loses its leader (the two others paused), or on a
+// member that freezes (paused itself), ends with connection_failed within seconds instead of
+// waiting for a write it can never see.
 #ifdef KVQ_WITH_ETCD
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -269,6 +275,53 @@ TEST(EtcdFault, KillFollowerThenLeaderAndPauseLeaderLosesNoAcknowledgedPushAndPo
     EXPECT_TRUE(popped.count(value) || left.count(value) || processed.count(value))
         << "acknowledged push lost: " << value;
   }
+}
+
+// How long a watch armed on `db` (whose preferred member is the one `fault` hits) takes to end
+// once `fault` runs; nullopt if it did not end within 40 s. It must end failed
+// (connection_failed), not fired: nothing was written.
+std::optional<std::chrono::milliseconds> watch_end_after(Database& db,
+                                                         const std::function<void()>& fault) {
+  Transaction tr = db.create_transaction();
+  tr.get("watched");
+  Watch w = tr.watch("watched");
+  tr.commit();
+  std::this_thread::sleep_for(500ms);  // the stream is open
+  fault();
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    if (!w.wait_for(40s)) return std::nullopt;
+    ADD_FAILURE() << "the watch fired, but nothing was written";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConnectionFailed) << e.what();
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+TEST(EtcdFault, AWatchOnAMemberWithoutLeaderOrFrozenEndsInsteadOfWaitingForever) {
+  if (!testing::EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
+  testing::EtcdCluster cluster(3);
+  auto db = open(cluster.url("prefix=wf/"));  // member 0 is preferred: the streams go there
+  // etcd ends the stream of a watch that asked for a leader ("hasleader") once its member has
+  // none.
+  const auto without_leader = watch_end_after(*db, [&] {
+    cluster.pause(1);
+    cluster.pause(2);
+  });
+  cluster.resume(1);
+  cluster.resume(2);
+  cluster.wait_healthy(30s);
+  ASSERT_TRUE(without_leader) << "the watch outlived its member's leader by 40 s";
+  EXPECT_LT(*without_leader, 20s);
+  // A frozen member answers no keepalive ping: the channel drops the stream.
+  const auto frozen = watch_end_after(*db, [&] { cluster.pause(0); });
+  cluster.resume(0);
+  ASSERT_TRUE(frozen) << "the watch on a frozen member lasted 40 s";
+  EXPECT_LT(*frozen, 25s);
+  testing::record_figure("etcd watch ended after its member lost its leader, ms",
+                         without_leader->count());
+  testing::record_figure("etcd watch ended after its member froze, ms", frozen->count());
 }
 
 }  // namespace

@@ -27,6 +27,13 @@ std::shared_ptr<const Stubs> Endpoint::connect() const {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   // A replacement channel must not inherit the stuck one's subchannel from the global pool.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // While a call is open (a watch stream can be for hours), ping the member every 10 s and drop
+  // the connection if a ping goes unanswered for 5 s: a frozen member (SIGSTOP, a paused VM) then
+  // ends the stream instead of holding it forever. etcd accepts pings every 5 s or more
+  // (--grpc-keepalive-min-time); gRPC would stop after 2 pings without data, so no limit.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   auto out = std::make_shared<Stubs>();

@@ -49,6 +49,10 @@ class Watcher::Run {
       std::shared_ptr<grpc::ClientContext> ctx = watcher_.next_context(self_);
       if (!ctx) return;  // fired, cancelled or stopping meanwhile
       const std::uint64_t generation = cluster_.auth().attach(*ctx);
+      // etcd then refuses the stream from a member without a leader and ends it when the member
+      // loses its leader (etcd's "hasleader" metadata, as clientv3's WithRequireLeader), so a
+      // member cut off from the others cannot hold a watch that will never see a write.
+      ctx->AddMetadata("hasleader", "true");
       const std::size_t i = cluster_.preferred();
       std::shared_ptr<const Stubs> stubs = cluster_.endpoint(i).stubs();
       std::unique_ptr<Stream> stream = stubs->watch->Watch(ctx.get());
