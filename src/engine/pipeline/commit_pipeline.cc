@@ -169,7 +169,12 @@ const StoreSnapshot& PipelineSession::snap() {
   return *snapshot_;
 }
 
-Version PipelineSession::read_version() { return snap().version(); }
+// Without check_read: a read version alone reads nothing. A commit sends it to the resolver,
+// which calls the transaction too old only if it has reads to check (as FoundationDB's).
+Version PipelineSession::read_version() {
+  if (!snapshot_) engine_->acquire(pin_, snapshot_);
+  return snapshot_->version();
+}
 
 std::optional<std::string> PipelineSession::get(std::string_view key) { return snap().get(key); }
 

@@ -12,12 +12,15 @@ std::vector<ConflictChecker::Outcome> ConflictChecker::resolve(
   std::vector<Outcome> out(batch.size(), Outcome::kCommitted);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const CheckerTransaction& tr = batch[i];
+    const bool has_reads = tr.read_ranges != nullptr && !tr.read_ranges->empty();
     if (tr.read_version >= 0) {
-      if (tr.read_version < floor_) {
+      // As FoundationDB's resolver: a read version below the floor makes a transaction too old
+      // only if it has reads to check; one that read only as snapshot (or not at all) commits.
+      if (tr.read_version < floor_ && has_reads) {
         out[i] = Outcome::kTooOld;
         continue;
       }
-      if (tr.read_ranges != nullptr) {
+      if (has_reads) {
         bool conflict = false;
         for (const engine::KeyRange& r : *tr.read_ranges) {
           if (r.begin < r.end && intersects_newer(r.begin, r.end, tr.read_version)) {
