@@ -40,11 +40,12 @@ std::string temp_path(const std::string& tag) {
 }
 
 // Runs `kvq ARGS` through the shell with stdout/stderr captured into files and stdin from
-// `stdin_path` (default: /dev/null).
-CliRun run(const std::string& args, const std::string& stdin_path = "/dev/null") {
+// `stdin_path` (default: /dev/null); stdout goes to `stdout_path` instead if one is given.
+CliRun run(const std::string& args, const std::string& stdin_path = "/dev/null",
+           const std::string& stdout_path = "") {
   const std::string out = temp_path("out"), err = temp_path("err");
-  const std::string cmd =
-      "KVQ_DB= '" + cli() + "' " + args + " <'" + stdin_path + "' >" + out + " 2>" + err;
+  const std::string cmd = "KVQ_DB= '" + cli() + "' " + args + " <'" + stdin_path + "' >" +
+                          (stdout_path.empty() ? out : stdout_path) + " 2>" + err;
   int rc = std::system(cmd.c_str());
   CliRun r;
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -148,6 +149,8 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue push -", 1, "value_too_large (2103): queue push: the value (read from stdin)",
        "big"},
       {"{db} queue push - a -", 2, "'-' (stdin) may be given only once", "small"},
+      {"{db} queue push -", 1, "queue push: cannot read the value from stdin (Is a directory)",
+       "directory"},
       {"{db} queue pop extra", 2, "queue pop: unexpected argument 'extra'"},
       {"{db} queue pop --timeout 5", 2, "--timeout: Missing mandatory unit"},
       {"{db} queue pop --timeout 5parsecs", 2, "--timeout"},
@@ -164,7 +167,12 @@ const std::vector<BadCase>& bad_cases() {
       // queue: work-queue commands
       {"{db} queue push --delay 5 v", 2, "--delay: Missing mandatory unit"},
       {"{db} queue push --delay -1s v", 2, "--delay"},
+      {"{db} queue push --delay 9223372036854775807ms v", 2, "--delay: must be at most 10 years"},
+      {"{db} queue push --delay 1.5s v", 2, "--delay: '1.5s' is not a whole number with a unit"},
       {"{db} queue take --vt 0s", 2, "--vt"},
+      {"{db} queue take --vt 0ms", 2, "--vt: must be longer than 0ms"},
+      {"{db} queue take --vt 8000000000000ms", 2, "--vt: must be at most 10 years"},
+      {"{db} queue pop --wait 153722867280912m", 2, "--wait: must be at most 10 years"},
       {"{db} queue take --vt 30", 2, "--vt: Missing mandatory unit"},
       {"{db} queue take extra", 2, "queue take: unexpected argument 'extra'"},
       {"{db} queue take --count 0", 2, "--count: Value 0 not in range"},
@@ -290,9 +298,10 @@ TEST_F(CliTest, EveryBadCommandLineIsOneLineWithItsExitCodeAndWritesNothing) {
   const std::string big = write_temp("big", std::string(100001, 'x'));
   const std::string small = write_temp("small", "small");
   for (const BadCase& c : bad_cases()) {
-    const std::string in = c.stdin_kind == "big"     ? big
-                           : c.stdin_kind == "small" ? small
-                                                     : "/dev/null";
+    const std::string in = c.stdin_kind == "big"         ? big
+                           : c.stdin_kind == "small"     ? small
+                           : c.stdin_kind == "directory" ? "/"
+                                                         : "/dev/null";
     CliRun r = run(expand(c.args, db), in);
     SCOPED_TRACE("kvq " + c.args + "\nstderr: " + r.err);
     EXPECT_EQ(r.status, c.status);
@@ -546,6 +555,19 @@ TEST_F(CliTest, PushOfSeveralValuesKeepsTheirOrderAndStdinMixesWithArguments) {
     EXPECT_EQ(run(db.flag() + " queue pop").out, v);
   }
   std::filesystem::remove(in);
+}
+
+// A value popped or taken is printed, and if stdout cannot take it (a full disk) the command
+// says so and exits 1 instead of 0: the item is gone from the queue, and a script must know.
+TEST_F(CliTest, AValueThatCannotBeWrittenToStdoutIsAnError) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that outlives a command";
+  TestDb db;
+  ASSERT_EQ(run(db.flag() + " queue push v").status, 0);
+  CliRun r = run(db.flag() + " queue pop", "/dev/null", "/dev/full");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("kvq: error: cannot write to standard output"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not put back"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, PopOnEmptyQueueExitsThree) {

@@ -302,6 +302,14 @@ TEST_P(WorkQueueTest, BadInputIsAClearErrorAndChangesNothing) {
   EXPECT_EQ(code_of([&] { q.extend(*lease, 0ms); }), ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { q.nack(*lease, -1ms); }), ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { q.push("x", after(-1ms)); }), ErrorCode::kInvalidOptionValue);
+  // Past kMaxWorkDuration (10 years) a deadline would overflow the microsecond clock values.
+  const auto too_long = kMaxWorkDuration + 1ms;
+  EXPECT_EQ(code_of([&] { q.take(too_long); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.take(std::chrono::milliseconds::max()); }),
+            ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.extend(*lease, too_long); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.nack(*lease, too_long); }), ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.push("x", after(too_long)); }), ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { q.redrive(-1); }), ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { Queue(db_, space_, max_attempts(-1)); }), ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { Lease::from_text("not a token!"); }), ErrorCode::kInvalidLeaseToken);

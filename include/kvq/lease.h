@@ -62,10 +62,14 @@ struct Lease {
   static Lease from_text(std::string_view text);
 };
 
+// The longest visibility timeout and delay the work queues accept: 10 years. Longer ones are
+// invalid_option_value (a deadline that far out would overflow kvq's microsecond clock values).
+inline constexpr std::chrono::milliseconds kMaxWorkDuration{315'360'000'000};
+
 // Options of a push (Queue::push(value, PushOptions), PriorityQueue::push(value, priority, ...)).
 struct PushOptions {
-  // The item is invisible to pop, take and peek for this long after the push. Must be >= 0.
-  // Default: 0 (visible at once).
+  // The item is invisible to pop, take and peek for this long after the push. Must be >= 0 and at
+  // most kMaxWorkDuration. Default: 0 (visible at once).
   std::chrono::milliseconds delay{0};
   // ... and not before this time (this client's clock), if set. The later of the two applies.
   // Default: none.

@@ -186,7 +186,8 @@ class Queue {
   // pop, take and peek, until acked (removed), nacked (back) or the lease runs out (back at its
   // place with attempt + 1). nullopt if no item is ready. Same order as pop(); takes do not use
   // high-contention staging (conflicting takes retry). Idempotent under commit_unknown_result.
-  // Throws invalid_option_value for visibility_timeout <= 0, and engine errors.
+  // Throws invalid_option_value for visibility_timeout <= 0 or over kMaxWorkDuration, and engine
+  // errors.
   std::optional<Lease> take(std::chrono::milliseconds visibility_timeout);
   std::optional<Lease> take(Transaction& tr, std::chrono::milliseconds visibility_timeout);
   // Takes up to `n` items from the front under leases of `visibility_timeout` (> 0), in ONE
@@ -196,8 +197,8 @@ class Queue {
   // ready or n == 0. Due timers (expired leases, delayed items) are moved back first, as by take.
   // Each lease is acked, nacked or extended on its own. Idempotent under commit_unknown_result (one
   // marker for the batch: a retry neither leases twice nor loses the leases). Throws
-  // invalid_option_value for visibility_timeout <= 0 (nothing changed, even for n == 0), and engine
-  // errors.
+  // invalid_option_value for visibility_timeout <= 0 or over kMaxWorkDuration (nothing changed,
+  // even for n == 0), and engine errors.
   std::vector<Lease> take_batch(std::size_t n, std::chrono::milliseconds visibility_timeout);
   // As take_batch inside the caller's transaction (no marker; idempotency is the caller's).
   std::vector<Lease> take_batch(Transaction& tr, std::size_t n,
@@ -207,8 +208,8 @@ class Queue {
   // at the due time of the earliest delayed item or lease (read when the wait starts, and again
   // when a delayed push or a nack with a delay writes the delayed-item counter, also watched; an
   // extend that shortens a lease is noticed at its old deadline). No polling. Throws
-  // invalid_option_value for visibility_timeout <= 0 or timeout < 0, and engine errors
-  // (connection_failed if the engine's watch stream broke).
+  // invalid_option_value for visibility_timeout <= 0 or over kMaxWorkDuration or timeout < 0, and
+  // engine errors (connection_failed if the engine's watch stream broke).
   std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,
                                  std::chrono::milliseconds timeout);
   // Removes the leased item. Allowed while the lease's fence exists: until the deadline, and after

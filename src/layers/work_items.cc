@@ -33,11 +33,19 @@ std::int64_t positive_us(std::chrono::milliseconds vt) {
   if (vt.count() <= 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "queue: the visibility timeout must be > 0");
   }
+  if (vt > kMaxWorkDuration) {
+    throw Error(ErrorCode::kInvalidOptionValue,
+                "queue: the visibility timeout must be at most 10 years (315360000000 ms)");
+  }
   return std::chrono::duration_cast<std::chrono::microseconds>(vt).count();
 }
 
 std::int64_t delay_us(std::chrono::milliseconds delay) {
   if (delay.count() < 0) throw Error(ErrorCode::kInvalidOptionValue, "queue: negative delay");
+  if (delay > kMaxWorkDuration) {
+    throw Error(ErrorCode::kInvalidOptionValue,
+                "queue: the delay must be at most 10 years (315360000000 ms)");
+  }
   return std::chrono::duration_cast<std::chrono::microseconds>(delay).count();
 }
 

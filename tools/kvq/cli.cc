@@ -1,9 +1,13 @@
 // Shared pieces of the kvq CLI (cli.h).
 #include "tools/kvq/cli.h"
 
+#include <fcntl.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -87,25 +91,54 @@ CLI::Validator NonEmpty() {
       "NONEMPTY");
 }
 
+namespace {
+
+// Why `s` is not a duration as DurationMs() takes it ("" if it is one, stored in `ms`).
+std::string parse_duration_ms(const std::string& s, std::int64_t& ms) {
+  const std::size_t digits = s.find_first_not_of("0123456789");
+  const std::string unit = digits == std::string::npos ? "" : s.substr(digits);
+  const std::map<std::string, std::int64_t> per_unit{{"ms", 1}, {"s", 1000}, {"m", 60'000}};
+  const auto it = per_unit.find(unit);
+  if (!s.empty() && s[0] == '-') return "must not be negative, not " + s;
+  if (s.empty() || digits == 0 || unit[0] == '.') {
+    return "'" + s + "' is not a whole number with a unit (500ms, 5s, 2m)";
+  }
+  if (unit.empty()) return "Missing mandatory unit (ms, s or m): " + s;
+  if (it == per_unit.end()) return "unknown unit '" + unit + "' (ms, s or m): " + s;
+  std::int64_t n = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + digits, n);
+  const std::int64_t max_ms = kMaxWorkDuration.count();
+  if (ec != std::errc() || n > max_ms / it->second) {
+    return "must be at most 10 years (" + std::to_string(max_ms) + "ms), not " + s;
+  }
+  ms = n * it->second;
+  return {};
+}
+
+}  // namespace
+
 CLI::Validator DurationMs() {
-  const std::map<std::string, std::int64_t> units{{"ms", 1}, {"s", 1000}, {"m", 60'000}};
-  return CLI::AsNumberWithUnit(
-      units,
-      static_cast<CLI::AsNumberWithUnit::Options>(CLI::AsNumberWithUnit::CASE_SENSITIVE |
-                                                  CLI::AsNumberWithUnit::UNIT_REQUIRED),
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::int64_t ms = 0;
+        std::string error = parse_duration_ms(s, ms);
+        if (error.empty()) s = std::to_string(ms);
+        return error;
+      },
       "DURATION");
 }
 
 void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::string& help) {
-  command->add_option("--delay", delay_ms, help)
-      ->transform(DurationMs())
-      ->check(CLI::NonNegativeNumber);
+  command->add_option("--delay", delay_ms, help)->transform(DurationMs());
 }
 
 void add_vt_option(CLI::App* command, std::int64_t& vt_ms, const std::string& help) {
+  const CLI::Validator positive(
+      [](std::string& s) -> std::string { return s == "0" ? "must be longer than 0ms" : ""; },
+      ">0");
   command->add_option("--vt", vt_ms, help)
       ->transform(DurationMs())
-      ->check(CLI::PositiveNumber)
+      ->check(positive)
       ->capture_default_str();
 }
 
@@ -121,7 +154,8 @@ CLI::Validator DurationSeconds() {
 namespace {
 
 // Reads `in` to its end, or to one byte past kMaxValueSize (enough to know it is too large).
-std::string read_capped(std::FILE* in) {
+// Throws CliError(kExitError) naming `command` if reading fails.
+std::string read_capped(std::FILE* in, const std::string& command) {
   std::string out;
   char buf[65536];
   while (out.size() <= kMaxValueSize) {
@@ -129,6 +163,10 @@ std::string read_capped(std::FILE* in) {
     const std::size_t n = std::fread(buf, 1, want, in);
     out.append(buf, n);
     if (n < want) break;
+  }
+  if (std::ferror(in)) {
+    throw CliError(kExitError, command + ": cannot read the value from stdin (" +
+                                   std::string(std::strerror(errno)) + "); nothing was pushed");
   }
   return out;
 }
@@ -145,6 +183,21 @@ std::string too_large_message(const std::string& command, std::size_t index, std
 
 }  // namespace
 
+namespace {
+
+bool stdin_was_closed = false;  // guard_standard_descriptors() found descriptor 0 closed
+
+}  // namespace
+
+void guard_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    // open() returns the lowest free descriptor: `fd` itself, as the lower ones are open.
+    if (::open(fd == 0 ? "/dev/null" : "/dev/full", fd == 0 ? O_RDONLY : O_WRONLY) != fd) return;
+    if (fd == 0) stdin_was_closed = true;
+  }
+}
+
 std::vector<std::string> read_values(const std::vector<std::string>& args, std::FILE* in,
                                      const std::string& command) {
   std::vector<std::string> values;
@@ -156,7 +209,10 @@ std::vector<std::string> read_values(const std::vector<std::string>& args, std::
     }
     if (stdin_used) throw CliError(kExitUsage, command + ": '-' (stdin) may be given only once");
     stdin_used = true;
-    values.push_back(read_capped(in));
+    if (in == stdin && stdin_was_closed) {
+      throw CliError(kExitError, command + ": '-' reads the value from stdin, which is closed");
+    }
+    values.push_back(read_capped(in, command));
   }
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (values[i].size() > kMaxValueSize) {

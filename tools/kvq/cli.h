@@ -82,9 +82,16 @@ void add_token_arg(CLI::App* command, std::string& token);
 // A duration in seconds with an optional unit (ms, s, m): "0.3", "300ms", "2s".
 CLI::Validator DurationSeconds();
 
+// Opens /dev/null (stdin) or /dev/full (stdout, stderr) on those of descriptors 0-2 the caller
+// closed, before anything else is opened: otherwise the first files kvq opens (RocksDB's) would
+// get those numbers, and what kvq prints would be written into them. A write to a closed stdout
+// then fails (and is reported: main's output check), and read_values refuses a closed stdin.
+void guard_standard_descriptors();
+
 // The value an argument stands for: `arg` itself, or for "-" the whole of `in` (binary safe).
 // Throws CliError(kExitError) with value_too_large's name if the value is over kMaxValueSize
-// (reading stops just past the limit), and CliError(kExitUsage) if "-" appears more than once.
+// (reading stops just past the limit), CliError(kExitUsage) if "-" appears more than once, and
+// CliError(kExitError) if `in` cannot be read (or is stdin and was closed by the caller).
 // `command` ("queue push") names the command in messages.
 std::vector<std::string> read_values(const std::vector<std::string>& args, std::FILE* in,
                                      const std::string& command);

@@ -2,8 +2,10 @@
 // everything; each command group lives in its cmd_*.cc (commands.h). Every failure is one line on
 // stderr, "kvq: error: ...", and an exit status: 1 kvq error, 2 bad arguments, 3 empty queue.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -107,6 +109,22 @@ int run(const CLI::App& app, const kvq::cli::Context& ctx) {
   }
 }
 
+// `status`, unless what the command printed could not all be written to stdout (a full disk, a
+// closed descriptor): then an error naming why, and kExitError. A popped or taken item is not
+// put back: the message says its output may be incomplete.
+int checked_output(int status) {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!failed) return status;
+  // errno names the cause if this flush met it; an earlier failed write may have left it unset.
+  const std::string why = errno != 0 ? std::string(" (") + std::strerror(errno) + ")" : "";
+  std::cerr << "kvq: error: cannot write to standard output" << why
+            << ": what the command printed may be incomplete (a popped or taken item is not put "
+               "back)\n";
+  return kvq::cli::kExitError;
+}
+
 // Builds the command tree, parses the arguments and runs the chosen command.
 int run_cli(int argc, char** argv) {
   CLI::App app{kDescription, "kvq"};
@@ -122,7 +140,7 @@ int run_cli(int argc, char** argv) {
   kvq::cli::add_simulate_command(app, ctx);
   app.allow_extras();  // only the root collects leftovers; report_leftovers names them
   if (int status = parse(app, ctx, argc, argv); status >= 0) return status;
-  return run(app, ctx);
+  return checked_output(run(app, ctx));
 }
 
 }  // namespace
@@ -131,6 +149,7 @@ int main(int argc, char** argv) {
   // gRPC logs its own view of every failed connection (TLS handshakes, refused ports) to stderr,
   // beside the one-line error kvq prints; a user who wants those logs sets GRPC_VERBOSITY.
   setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
+  kvq::cli::guard_standard_descriptors();
   try {
     return run_cli(argc, argv);
   } catch (const std::exception& e) {  // setting up the command tree failed (e.g. out of memory)
