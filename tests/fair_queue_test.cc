@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -292,21 +293,34 @@ TEST_P(FairQueueTest, LeaseLimitSkipsATenantUntilAnAck) {
   EXPECT_EQ(a1->value, "a-1");
 }
 
+// Under a lease limit of 1, tenant "a" with "a-0" taken (its lease returned) and "a-1" ready.
+struct TenantAtItsLimit {
+  FairQueue fq;
+  Lease a0;
+};
+TenantAtItsLimit tenant_at_its_limit(FairQueue fq) {
+  fq.push("a", "a-0");
+  fq.push("a", "a-1");
+  std::optional<Lease> a0 = fq.take(30s);
+  if (!a0 || a0->value != "a-0") throw std::runtime_error("tenant_at_its_limit: no a-0");
+  return {std::move(fq), std::move(*a0)};
+}
+
+FairQueueOptions lease_limit_of_one() {
+  FairQueueOptions o;
+  o.max_leased_per_tenant = 1;
+  return o;
+}
+
 // A take that finds its tenant at the limit retires it and clears the wake-ups it read; an ack
 // committed meanwhile wakes the tenant again. The take read the leased count with a conflict, so
 // it fails rather than clear that wake-up, and the tenant's next item is taken.
 TEST_P(FairQueueTest, AnAckCommittedDuringATakeAtTheLimitKeepsTheTenantServed) {
-  FairQueueOptions o;
-  o.max_leased_per_tenant = 1;
-  FairQueue fq = make(o);
-  fq.push("a", "a-0");
-  fq.push("a", "a-1");
-  auto a0 = fq.take(30s);
-  ASSERT_TRUE(a0);
+  auto [fq, a0] = tenant_at_its_limit(make(lease_limit_of_one()));
   fq.push("a", "a-2");  // a wake-up of "a", which the take below clears
   Transaction tr = db_->create_transaction();
   EXPECT_EQ(fq.take(tr, 30s), std::nullopt) << "a is at its limit";
-  fq.ack(*a0);
+  fq.ack(a0);
   try {
     tr.commit();
     ADD_FAILURE() << "the take committed over the ack";
@@ -321,15 +335,9 @@ TEST_P(FairQueueTest, AnAckCommittedDuringATakeAtTheLimitKeepsTheTenantServed) {
 // A nack with a delay ends a lease as an ack does: a tenant at its limit is served again at once,
 // not when the nacked item is due.
 TEST_P(FairQueueTest, ANackWithADelayBringsATenantAtItsLimitBackAtOnce) {
-  FairQueueOptions o;
-  o.max_leased_per_tenant = 1;
-  FairQueue fq = make(o);
-  fq.push("a", "a-0");
-  fq.push("a", "a-1");
-  auto a0 = fq.take(30s);
-  ASSERT_TRUE(a0);
+  auto [fq, a0] = tenant_at_its_limit(make(lease_limit_of_one()));
   EXPECT_EQ(fq.take(30s), std::nullopt) << "a is at its limit";
-  fq.nack(*a0, 1h);
+  fq.nack(a0, 1h);
   auto a1 = fq.take(30s);
   ASSERT_TRUE(a1);
   EXPECT_EQ(a1->value, "a-1");
