@@ -235,21 +235,20 @@ int print_value(const std::optional<std::string>& value, bool raw, const std::st
 }
 
 void add_pop_flags(CLI::App* pop, PopFlags& flags) {
-  pop->add_flag("--raw,-r", flags.raw, "print the value's bytes only, no newline");
+  auto* raw = pop->add_flag("--raw,-r", flags.raw, "print the value's bytes only, no newline");
   auto* timeout =
       pop->add_option("--timeout", flags.timeout_ms,
                       "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
-          ->transform(DurationMs())
-          ->check(CLI::NonNegativeNumber);
+          ->transform(DurationMs());
   auto* wait = pop->add_option("--wait", flags.wait_ms,
                                "while empty, wait this long for a value (exit 3 if none came): "
                                "500ms, 5s, 1m; woken by a watch, not polling")
-                   ->transform(DurationMs())
-                   ->check(CLI::NonNegativeNumber);
+                   ->transform(DurationMs());
   auto* count = pop->add_option("--count,-n", flags.count,
                                 "pop up to N values in one transaction, one per line")
                     ->check(CLI::Range(1, 1'000'000));
   timeout->excludes(wait)->excludes(count);
+  raw->excludes(count);  // raw values would run together with nothing between them
 }
 
 int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {

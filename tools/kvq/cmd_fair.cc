@@ -65,7 +65,7 @@ void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairAr
       "take", "lease the next item in fair order; print the token, the tenant, then the value");
   add_vt_option(take, args->vt_ms, "visibility timeout: 500ms, 30s, 5m");
   take->add_option("--max-leased", args->max_leased, "at most this many leased per tenant (0: any)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   set_action(take, ctx, [&ctx, args] {
     std::optional<Lease> lease = open_fair(ctx, *args).take(std::chrono::milliseconds(args->vt_ms));
     if (lease) std::cout << lease->token_text() << "\n";

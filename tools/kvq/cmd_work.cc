@@ -154,18 +154,19 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
   auto* command = group->add_subcommand(
       name, "lease the next item: print its token, then the value (exit 3 if none is ready)");
   add_vt_option(command, args->vt_ms, "visibility timeout: 500ms, 30s, 5m");
-  command->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
+  auto* raw = command->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
   command->add_flag("--json", args->json, "print JSON (token, attempt, deadline_ms, value)");
-  command
-      ->add_option("--count,-n", args->take_count,
-                   "lease up to N items in one transaction: token and value of each, in order")
-      ->check(CLI::Range(1, 1'000'000));
+  auto* count =
+      command
+          ->add_option("--count,-n", args->take_count,
+                       "lease up to N items in one transaction: token and value of each, in order")
+          ->check(CLI::Range(1, 1'000'000));
+  raw->excludes(count);  // raw values would run into the next token with nothing between them
   command
       ->add_option("--wait", args->wait_ms,
                    "while none is ready, wait this long for one (exit 3 if none came): 500ms, "
                    "5s, 1m; woken by a watch, not polling")
-      ->transform(DurationMs())
-      ->check(CLI::NonNegativeNumber);
+      ->transform(DurationMs());
   set_action(command, ctx, [open, args, fns, what] {
     Q q = open();
     const std::vector<Lease> leases = run_take(q, fns, *args);
