@@ -30,6 +30,10 @@ Subspace FairKeys::tenant_items(std::string_view tenant) const {
   return space_.subspace(with_tenant("q", tenant));
 }
 
+Subspace FairKeys::tenant_control(std::string_view tenant) const {
+  return tenant_items(tenant).subspace(Tuple().append("kvq"));
+}
+
 std::string FairKeys::ring(std::int64_t version, std::int64_t seq, std::string_view tenant) const {
   return space_.pack(Tuple().append("r").append(version).append(seq).append(Bytes(tenant)));
 }

@@ -52,6 +52,9 @@ class FairKeys {
   static void check_tenant(std::string_view tenant);
 
   Subspace tenant_items(std::string_view tenant) const;
+  // The control subspace of `tenant`'s Queue: tenant_items(tenant) + ("kvq",), where its work keys
+  // live (work_keys.h).
+  Subspace tenant_control(std::string_view tenant) const;
   // The ring key of `tenant` placed `seq`-th by a transaction reading at `version`.
   std::string ring(std::int64_t version, std::int64_t seq, std::string_view tenant) const;
   KeyRange ring_range() const { return space_.range(Tuple().append("r")); }

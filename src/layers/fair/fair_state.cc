@@ -170,8 +170,7 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
   return [this, vt](const std::string& tenant, Transaction& tr) -> std::optional<Lease> {
     Queue queue = tenant_queue(tenant);
     // peek moves the tenant's expired leases back first, so the leased count is current.
-    if (options_.max_leased_per_tenant > 0 &&
-        (!queue.peek(tr) || at_lease_limit(tr, tenant, queue))) {
+    if (options_.max_leased_per_tenant > 0 && (!queue.peek(tr) || at_lease_limit(tr, tenant))) {
       return std::nullopt;
     }
     std::optional<Lease> lease = queue.take(tr, vt);
@@ -184,12 +183,13 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
   };
 }
 
-bool FairState::at_lease_limit(Transaction& tr, std::string_view tenant, Queue& queue) const {
-  const int limit = options_.max_leased_per_tenant;
-  if (queue.stats(tr).leased < limit) return false;
-  const std::optional<std::string> leased =
-      tr.get(leased_counter(keys_.tenant_items(tenant).subspace(Tuple().append("kvq"))));
-  return leased && common::decode_le64(*leased) >= limit;
+bool FairState::at_lease_limit(Transaction& tr, std::string_view tenant) const {
+  const std::string key = leased_counter(keys_.tenant_control(tenant));
+  auto at_limit = [&](bool snapshot) {
+    const std::optional<std::string> leased = tr.get(key, snapshot);
+    return leased && common::decode_le64(*leased) >= options_.max_leased_per_tenant;
+  };
+  return at_limit(/*snapshot=*/true) && at_limit(/*snapshot=*/false);
 }
 
 std::optional<FairItem> FairState::pop(Transaction& tr) {

@@ -104,12 +104,12 @@ class FairState {
   template <typename T>
   std::optional<T> serve_marked(const Serve<T>& serve_one);
   Serve<Lease> taker(std::chrono::milliseconds vt) const;
-  // Whether `tenant`, whose Queue is `queue`, has options.max_leased_per_tenant items leased (a
-  // limit is set). Read as a snapshot, so that takes below the limit do not conflict with the
-  // tenant's acks; at the limit read again with a read conflict, so that an ack, nack or expiry
-  // committed meanwhile (which wakes the tenant) makes the take retry rather than retire the
-  // tenant and clear that wake-up.
-  bool at_lease_limit(Transaction& tr, std::string_view tenant, Queue& queue) const;
+  // Whether `tenant` has options.max_leased_per_tenant items leased (a limit is set): its leased
+  // counter, read as a snapshot, so that takes below the limit do not conflict with the tenant's
+  // acks; at the limit read again with a read conflict, so that an ack, nack or expiry committed
+  // meanwhile (which wakes the tenant) makes the take retry rather than retire the tenant and
+  // clear that wake-up.
+  bool at_lease_limit(Transaction& tr, std::string_view tenant) const;
   // Up to `n` (>= 1) items from the front of `tenant`'s items, as its Queue::pop_batch(tr, n)
   // (through tenant_pops_, or the tenant's Queue if it has timers due by `now_us` to move first).
   std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n,

@@ -15,7 +15,7 @@ std::shared_ptr<const TenantPops::Keys> TenantPops::keys_of(std::string_view ten
   }
   // The keys ItemStore and WorkItems compute for the tenant's Queue (item_store.cc).
   const Subspace items = keys_.tenant_items(tenant);
-  Subspace control = items.subspace(Tuple().append("kvq"));
+  Subspace control = keys_.tenant_control(tenant);
   std::string due_begin = due_timers(control).begin;
   auto made = std::make_shared<const Keys>(
       Keys{item_range_of(items, /*prioritized=*/false, keys_.ready_total()), std::move(control),
