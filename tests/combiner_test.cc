@@ -23,6 +23,20 @@ struct Add : Request {
   int group = -1;   // which serve call served it
 };
 
+// Submits each of `requests` to `c` with `serve` from a thread of its own, starting each thread
+// once the request before has queued behind the one request queued already (a held leader's), so
+// that they queue in this order. Returns the threads.
+std::vector<std::thread> submit_in_order(Combiner& c, std::vector<Add>& requests,
+                                         const Combiner::Serve& serve) {
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    // `serve` by value: it may be a temporary that dies when this returns.
+    threads.emplace_back([&c, &requests, serve, i] { c.submit(requests[i], serve); });
+    while (c.queued() < i + 2) std::this_thread::yield();
+  }
+  return threads;
+}
+
 TEST(Combiner, RequestsQueuedBehindALeaderAreServedAsOneGroupInOrder) {
   Combiner c({.max_count = 64});
   std::atomic<int> serves{0};
@@ -41,11 +55,7 @@ TEST(Combiner, RequestsQueuedBehindALeaderAreServedAsOneGroupInOrder) {
   std::thread leader([&] { c.submit(first, serve); });
   while (serves.load() == 0) std::this_thread::yield();
   std::vector<Add> rest(5);
-  std::vector<std::thread> followers;
-  for (std::size_t i = 0; i < rest.size(); ++i) {
-    followers.emplace_back([&, i] { c.submit(rest[i], serve); });
-    while (c.queued() < i + 2) std::this_thread::yield();  // queued in this order
-  }
+  std::vector<std::thread> followers = submit_in_order(c, rest, serve);
   release = true;
   leader.join();
   for (auto& t : followers) t.join();
@@ -94,11 +104,7 @@ struct HeldLeader {
       c.submit(first, fn);
     });
     while (!started()) std::this_thread::yield();
-    std::vector<std::thread> followers;
-    for (std::size_t i = 0; i < rest.size(); ++i) {
-      followers.emplace_back([&, i] { c.submit(rest[i], fn); });
-      while (c.queued() < i + 2) std::this_thread::yield();  // queued in this order
-    }
+    std::vector<std::thread> followers = submit_in_order(c, rest, fn);
     release = true;
     leader.join();
     for (auto& t : followers) t.join();
