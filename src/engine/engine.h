@@ -117,7 +117,7 @@ class Engine {
   // bound.
   virtual TransactionLimits limits() const { return {}; }
   // Whether a commit may end in commit_unknown_result (a cluster, or a fault injector): then the
-  // layers write an idempotency marker per operation (layers/markers.h). Default: true.
+  // layers write an idempotency marker per operation (layers/contention/markers.h). Default: true.
   virtual bool commits_can_be_unknown() const { return true; }
   // Whether a read waits for a server (a round trip), so that Session::prefetch saves time: then
   // the layers hint their next reads (Transaction::prefetch). Default: false (reads are local).

@@ -43,7 +43,8 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptio
       markers_(db_, control_, options_.marker_ttl),
       work_(db_, subspace_, options_, prioritized, total_key) {
   if (options_.high_contention) {
-    staged_ = std::make_unique<contention::StagedPops>(db_, control_, items_, options_.contention);
+    staged_ = std::make_unique<contention::StagedPops>(db_, control_, items_, options_.contention,
+                                                       markers_);
   }
   if (options_.combine) combined_ = std::make_unique<CombinedOps>(*this);
 }

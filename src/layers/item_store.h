@@ -1,7 +1,7 @@
 // Internal: the machinery Queue and PriorityQueue share. Both keep items at keys of the form
 // subspace + (int, ...) and control keys under subspace + ("kvq", ...); a Queue is the one-sided
 // case (front only) of a double-ended priority queue whose first key element is the push index.
-// docs/queues.md has the key layout; markers.h the idempotency markers; contention/ the
+// docs/queues.md has the key layout; contention/markers.h the idempotency markers; contention/ the
 // high-contention pops. contention_stats() (contention/stats.h) is exported from here.
 #ifndef KVQ_SRC_LAYERS_ITEM_STORE_H_
 #define KVQ_SRC_LAYERS_ITEM_STORE_H_
@@ -25,8 +25,8 @@
 #include "layers/contention/run_once.h"
 #include "layers/contention/staged_pop.h"
 #include "layers/contention/stats.h"
-#include "layers/marked_run.h"
-#include "layers/markers.h"
+#include "layers/contention/marked_run.h"
+#include "layers/contention/markers.h"
 #include "layers/work_items.h"
 
 namespace kvq::detail {

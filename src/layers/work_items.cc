@@ -10,7 +10,7 @@
 #include "layers/contention/end_windows.h"
 #include "layers/item_keys.h"
 #include "layers/lease_token.h"
-#include "layers/marked_run.h"
+#include "layers/contention/marked_run.h"
 
 namespace kvq::detail {
 namespace {

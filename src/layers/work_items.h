@@ -27,7 +27,7 @@
 #include "layers/contention/control.h"
 #include "layers/contention/owned_read.h"
 #include "layers/dead_letters.h"
-#include "layers/markers.h"
+#include "layers/contention/markers.h"
 #include "layers/work_keys.h"
 
 namespace kvq::detail {

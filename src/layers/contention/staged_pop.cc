@@ -5,6 +5,7 @@
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "kvq/error.h"
+#include "layers/contention/marked_run.h"
 #include "layers/contention/owned_read.h"
 #include "layers/contention/run_once.h"
 #include "layers/contention/stats.h"
@@ -34,10 +35,11 @@ constexpr TransactionOptions kBatchOptions{.max_retry_delay = std::chrono::milli
 }  // namespace
 
 StagedPops::StagedPops(std::shared_ptr<Database> db, const Subspace& control, ItemRange items,
-                       HighContentionOptions options, Refill refill)
+                       HighContentionOptions options, detail::Markers& markers, Refill refill)
     : db_(std::move(db)),
       keys_(control),
       options_(options),
+      markers_(markers),
       hint_reads_(db_->reads_take_round_trips()),
       fulfiller_(keys_, std::move(items), options, db_->limits(), hint_reads_, std::move(refill)) {}
 
@@ -57,7 +59,7 @@ std::vector<std::string> StagedPops::pop_many(Side side, std::int64_t n,
 std::vector<KeyValue> StagedPops::pop_items(Side side, std::int64_t n, Clock::time_point deadline) {
   for (;;) {
     const std::string me = register_request(side, n);
-    std::vector<KeyValue> in_hand;
+    InHand in_hand;
     Outcome o;
     try {
       o = await(me, deadline, &in_hand);
@@ -93,7 +95,7 @@ std::string StagedPops::register_request(Side side, std::int64_t n) {
 }
 
 StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point deadline,
-                                      std::vector<KeyValue>* in_hand) {
+                                      InHand* in_hand) {
   const std::string slot = keys_.slot(me);
   bool waited_for_free_lease = false;
   for (;;) {
@@ -111,7 +113,7 @@ StagedPops::Outcome StagedPops::await(const std::string& me, Clock::time_point d
       std::int64_t wait_ms = 0;
       if (should_lead(tr, me, s, &waited_for_free_lease, &wait_ms)) {
         tr.reset();
-        if (auto o = lead(me, deadline)) return std::move(*o);
+        if (auto o = lead(me, deadline, in_hand)) return std::move(*o);
         continue;
       }
       wait_on_slot(tr, slot, wait_ms, deadline);
@@ -164,19 +166,22 @@ std::string StagedPops::next_after(const std::vector<std::string>& ids, const st
 }
 
 // Fulfils batches until our own request is served (its outcome) or the lease is someone else's
-// (nullopt: wait again).
+// (nullopt: wait again). A batch that takes our items leaves them in `in_hand` while it may commit.
 std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
-                                                    Clock::time_point deadline) {
+                                                    Clock::time_point deadline, InHand* in_hand) {
   detail::ContentionStats& stats = detail::contention_stats();
-  const std::string slot = keys_.slot(me);
   for (;;) {
     if (common::clock().steady_now() >= deadline) return std::nullopt;
     int attempts = 0;
-    // After a maybe-committed batch that took our item, our slot is gone: that batch committed.
-    Fulfiller::Result r = run_once(
-        *db_, [&](Transaction& tr) { return fulfiller_.leased_batch(tr, me, attempts++ > 0); },
-        [&](Transaction& tr) { return !tr.get(slot).has_value(); }, kBatchOptions,
-        slot_evidence_left(me));
+    in_hand->marker = markers_.make();
+    Transaction tr = db_->create_transaction(kBatchOptions);
+    Fulfiller::Result r =
+        detail::run_marked_in(tr, *db_, markers_, in_hand->marker, [&](Transaction& attempt) {
+          Fulfiller::Result batch = fulfiller_.leased_batch(attempt, me, attempts++ > 0);
+          in_hand->items.clear();
+          if (batch.kind == Fulfiller::Result::kMineTaken) in_hand->items = batch.items;
+          return batch;
+        });
     stats.batch_conflicts.fetch_add(static_cast<std::uint64_t>(attempts - 1),
                                     std::memory_order_relaxed);
     stats.expired.fetch_add(r.expired, std::memory_order_relaxed);
@@ -208,29 +213,26 @@ void StagedPops::wait_on_slot(Transaction& tr, const std::string& slot, std::int
 
 // Takes the answer delivered to our slot (clearing it) in one transaction, starting in `first`, in
 // which await read our slot as `read`; with `withdraw_waiting`, a request still waiting is
-// withdrawn instead (gone).
+// withdrawn instead (gone). The items taken stay in `in_hand` while the transaction may commit.
 StagedPops::Outcome StagedPops::settle(Transaction& first, const std::string& me, Slot read,
-                                       bool withdraw_waiting, std::vector<KeyValue>* in_hand) {
+                                       bool withdraw_waiting, InHand* in_hand) {
   const std::string slot = keys_.slot(me);
   std::optional<Slot> read_by_await = std::move(read);  // the first attempt's, not read again
-  return run_once_in(
-      first, *db_,
-      [&](Transaction& tr) {
-        Slot s = read_by_await ? std::move(*read_by_await) : read_slot(tr, slot);
-        read_by_await.reset();
-        Outcome o;
-        if (s.waiting()) {
-          if (!withdraw_waiting) throw Error(ErrorCode::kInternalError, "queue: slot not answered");
-          withdraw(tr, me, s);
-        }
-        if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, {}};
-        if (s.kind == Slot::kDelivered) take_delivered(tr, me, &s);
-        o.items = s.items;
-        *in_hand = std::move(s.items);
-        tr.clear(slot);
-        return o;
-      },
-      [&](Transaction& tr) { return !tr.get(slot).has_value(); }, slot_evidence_left(me));
+  in_hand->marker = markers_.make();
+  return detail::run_marked_in(first, *db_, markers_, in_hand->marker, [&](Transaction& tr) {
+    Slot s = read_by_await ? std::move(*read_by_await) : read_slot(tr, slot);
+    read_by_await.reset();
+    in_hand->items.clear();
+    if (s.waiting()) {
+      if (!withdraw_waiting) throw Error(ErrorCode::kInternalError, "queue: slot not answered");
+      withdraw(tr, me, s);
+    }
+    if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, {}};
+    if (s.kind == Slot::kDelivered) take_delivered(tr, me, &s);
+    in_hand->items = s.items;
+    tr.clear(slot);
+    return Outcome{false, std::move(s.items)};
+  });
 }
 
 // Fills in the value of a delivered slot `s` of ours kept in res, clearing res.
@@ -240,13 +242,6 @@ void StagedPops::take_delivered(Transaction& tr, const std::string& me, Slot* s)
   if (!value) throw Error(ErrorCode::kCorruption, "queue: delivered value is missing");
   s->items.front().value = std::move(*value);
   tr.clear(keys_.res(me));
-}
-
-// How long "our slot is gone" still means "a transaction of ours cleared it": until our request
-// is half its request_ttl old (others clear slots only past request_ttl). 0 once past that.
-std::chrono::milliseconds StagedPops::slot_evidence_left(const std::string& me) const {
-  const std::int64_t left = request_created_ms(me) + options_.request_ttl.count() / 2 - now_ms();
-  return std::chrono::milliseconds(std::max<std::int64_t>(left, 0));
 }
 
 // In `tr`: removes our waiting request and slot, passing the lease on if we hold it.
@@ -259,27 +254,27 @@ void StagedPops::withdraw(Transaction& tr, const std::string& me, const Slot& s)
 }
 
 // A pop leaving by an exception: withdraw the request, or put delivered items back, in one
-// transaction. If our slot is gone while a consuming transaction of ours had the items in hand,
-// that transaction committed (nobody else clears a slot younger than request_ttl): the items go
-// back from our hands. Best effort (the engine may be what failed): a request or delivery left
-// behind is expired or put back by a later fulfiller after request_ttl.
-void StagedPops::abandon(const std::string& me, const std::vector<KeyValue>& in_hand) noexcept {
+// transaction. If our slot is gone and the marker of the transaction that had items in hand is in
+// the store, that transaction committed: the items go back from our hands. Best effort (the
+// engine may be what failed): a request or delivery left behind is expired or put back by a later
+// fulfiller after request_ttl.
+void StagedPops::abandon(const std::string& me, const InHand& in_hand) noexcept {
   const std::string slot = keys_.slot(me);
-  const bool young = request_created_ms(me) > now_ms() - options_.request_ttl.count() / 2;
   try {
-    run_once(
-        *db_,
+    detail::run_marked(
+        *db_, markers_,
         [&](Transaction& tr) {
           Slot s = read_slot(tr, slot);
           if (s.waiting()) withdraw(tr, me, s);
           if (s.kind == Slot::kDelivered) fulfiller_.put_back(tr, me, s);
           if (s.kind == Slot::kEmpty) tr.clear(slot);
-          if (s.kind == Slot::kAbsent && young) {
-            for (const KeyValue& item : in_hand) fulfiller_.restore(tr, item);
+          if (s.kind == Slot::kAbsent && !in_hand.items.empty() &&
+              detail::Markers::found(tr, in_hand.marker)) {
+            for (const KeyValue& item : in_hand.items) fulfiller_.restore(tr, item);
           }
           return 0;
         },
-        [&](Transaction& tr) { return !tr.get(slot).has_value(); }, kAbandonOptions);
+        kAbandonOptions);
     detail::contention_stats().abandoned.fetch_add(1, std::memory_order_relaxed);
   } catch (...) {
     // Left for request expiry (see above); the caller rethrows its own error.

@@ -28,6 +28,7 @@
 #include "kvq/subspace.h"
 #include "layers/contention/control.h"
 #include "layers/contention/fulfiller.h"
+#include "layers/contention/markers.h"
 
 namespace kvq::contention {
 
@@ -36,9 +37,11 @@ class StagedPops {
   using Clock = std::chrono::steady_clock;
 
   // Requests under `control` (subspace + ("kvq",)) of the structure whose items are `items`.
+  // `markers`: the structure's idempotency markers (they must outlive this object), with which
+  // every transaction of a staged pop learns after commit_unknown_result whether it took effect.
   // `refill` (optional): the fulfiller's (fulfiller.h).
   StagedPops(std::shared_ptr<Database> db, const Subspace& control, ItemRange items,
-             HighContentionOptions options, Refill refill = {});
+             HighContentionOptions options, detail::Markers& markers, Refill refill = {});
   StagedPops(const StagedPops&) = delete;
   StagedPops& operator=(const StagedPops&) = delete;
 
@@ -71,27 +74,34 @@ class StagedPops {
     bool gone = false;
     std::vector<KeyValue> items;
   };
+  // The items the latest transaction of ours that took any (consuming our delivery, or a batch
+  // serving our own request) took, and that transaction's marker. If it failed, the items are ours
+  // exactly when the marker is in the store.
+  struct InHand {
+    std::string marker;
+    std::vector<KeyValue> items;
+  };
 
   std::string register_request(Side side, std::int64_t n);
-  // `in_hand`: the items a consuming transaction read from our slot (set while it may commit).
-  Outcome await(const std::string& me, Clock::time_point deadline, std::vector<KeyValue>* in_hand);
+  // `in_hand`: what a transaction of ours took (set while it may commit).
+  Outcome await(const std::string& me, Clock::time_point deadline, InHand* in_hand);
   void hint_await_reads(Transaction& tr, const std::string& slot);
   bool should_lead(Transaction& tr, const std::string& me, const Slot& s, bool* waited,
                    std::int64_t* wait_ms);
   static std::string next_after(const std::vector<std::string>& ids, const std::string& holder);
-  std::optional<Outcome> lead(const std::string& me, Clock::time_point deadline);
+  std::optional<Outcome> lead(const std::string& me, Clock::time_point deadline, InHand* in_hand);
   void wait_on_slot(Transaction& tr, const std::string& slot, std::int64_t wait_ms,
                     Clock::time_point deadline);
   Outcome settle(Transaction& first, const std::string& me, Slot read, bool withdraw_waiting,
-                 std::vector<KeyValue>* in_hand);
+                 InHand* in_hand);
   void take_delivered(Transaction& tr, const std::string& me, Slot* s);
   void withdraw(Transaction& tr, const std::string& me, const Slot& s);
-  std::chrono::milliseconds slot_evidence_left(const std::string& me) const;
-  void abandon(const std::string& me, const std::vector<KeyValue>& in_hand) noexcept;
+  void abandon(const std::string& me, const InHand& in_hand) noexcept;
 
   std::shared_ptr<Database> db_;
   ControlKeys keys_;
   HighContentionOptions options_;
+  detail::Markers& markers_;
   bool hint_reads_;      // db_->reads_take_round_trips(): prefetch what a wait and a batch read
   Fulfiller fulfiller_;  // refers to keys_
 };

@@ -12,7 +12,7 @@
 
 #include "layers/contention/stats.h"
 #include "layers/fair/fair_state.h"
-#include "layers/marked_run.h"
+#include "layers/contention/marked_run.h"
 
 namespace kvq::detail {
 

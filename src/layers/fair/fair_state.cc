@@ -78,7 +78,7 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
   if (options_.high_contention) {
     staging_ = staging_range();
     staged_ = std::make_unique<contention::StagedPops>(
-        db_, keys_.control(), staging_, options_.contention,
+        db_, keys_.control(), staging_, options_.contention, markers_,
         [this](Transaction& tr, std::size_t n, const TransactionLimits& room) {
           return stage_turns(tr, n, room);
         });

@@ -28,8 +28,8 @@
 #include "layers/fair/fair_index.h"
 #include "layers/fair/fair_keys.h"
 #include "layers/fair/tenant_pops.h"
-#include "layers/marked_run.h"
-#include "layers/markers.h"
+#include "layers/contention/marked_run.h"
+#include "layers/contention/markers.h"
 
 namespace kvq::detail {
 

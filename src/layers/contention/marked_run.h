@@ -1,40 +1,50 @@
 // Internal: a layer operation with its own retry loop, safe under commit_unknown_result through
 // an idempotency marker (markers.h): body(tr) runs in contention::run_once, the marker is written
 // in the same transaction, and a retry after an unknown result returns the earlier attempt's
-// result if its marker is there. Used by ItemStore (push, pop) and WorkItems (take, ack, ...).
+// result if its marker is there. Used by ItemStore (push, pop), WorkItems (take, ack, ...) and
+// StagedPops (a waiting pop consuming its delivery, fulfilment batches, withdrawals).
 //
 // Example:
 //   auto v = run_marked(db, markers, [&](Transaction& tr) { return pop(tr); });
-#ifndef KVQ_SRC_LAYERS_MARKED_RUN_H_
-#define KVQ_SRC_LAYERS_MARKED_RUN_H_
+#ifndef KVQ_SRC_LAYERS_CONTENTION_MARKED_RUN_H_
+#define KVQ_SRC_LAYERS_CONTENTION_MARKED_RUN_H_
 
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kvq/database.h"
+#include "layers/contention/markers.h"
 #include "layers/contention/run_once.h"
-#include "layers/markers.h"
 
 namespace kvq::detail {
+
+// As run_marked below, with `tr` as the first attempt's transaction (run_once_in: what the caller
+// read in it stays read) and `marker` (from markers.make()) chosen by the caller, who may later
+// read it to learn whether an attempt that ended in an error took effect.
+template <typename Body>
+auto run_marked_in(Transaction& tr, Database& db, Markers& markers, const std::string& marker,
+                   Body&& body) {
+  std::vector<std::string> cleared;
+  auto result = contention::run_once_in(
+      tr, db,
+      [&](Transaction& attempt) {
+        auto r = body(attempt);
+        cleared = markers.write(attempt, marker);
+        return r;
+      },
+      [&](Transaction& check) { return Markers::found(check, marker); }, markers.resolve_window());
+  markers.finished(marker, cleared);
+  return result;
+}
 
 // Returns body's result (body must return a value); throws what run_once throws.
 template <typename Body>
 auto run_marked(Database& db, Markers& markers, Body&& body,
                 const TransactionOptions& options = {}) {
-  const std::string marker = markers.make();
-  std::vector<std::string> cleared;
-  auto result = contention::run_once(
-      db,
-      [&](Transaction& tr) {
-        auto r = body(tr);
-        cleared = markers.write(tr, marker);
-        return r;
-      },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); }, options,
-      markers.resolve_window());
-  markers.finished(marker, cleared);
-  return result;
+  Transaction tr = db.create_transaction(options);
+  return run_marked_in(tr, db, markers, markers.make(), std::forward<Body>(body));
 }
 
 // One attempt at body(tr), which returns a std::optional: its result, or nullopt if body declined
@@ -55,11 +65,11 @@ auto try_marked_once(Database& db, Markers& markers, Body&& body) {
         if (r) cleared = markers.write(tr, marker);
         return r;
       },
-      [&](Transaction& tr) { return tr.get(marker).has_value(); }, {}, markers.resolve_window());
+      [&](Transaction& tr) { return Markers::found(tr, marker); }, {}, markers.resolve_window());
   if (out) markers.finished(marker, cleared);
   return out;
 }
 
 }  // namespace kvq::detail
 
-#endif  // KVQ_SRC_LAYERS_MARKED_RUN_H_
+#endif  // KVQ_SRC_LAYERS_CONTENTION_MARKED_RUN_H_

@@ -13,8 +13,8 @@
 // commits_can_be_unknown(): memory:, rocksdb:) no marker is needed: make() returns an empty one,
 // which write() and finished() skip (the age sweep still runs, for markers of earlier versions).
 // Thread-safe.
-#ifndef KVQ_SRC_LAYERS_MARKERS_H_
-#define KVQ_SRC_LAYERS_MARKERS_H_
+#ifndef KVQ_SRC_LAYERS_CONTENTION_MARKERS_H_
+#define KVQ_SRC_LAYERS_CONTENTION_MARKERS_H_
 
 #include <algorithm>
 #include <chrono>
@@ -47,6 +47,11 @@ class Markers {
   // The operation of `marker` returned, after the commit that also cleared `cleared` (nothing to
   // do for an empty marker).
   void finished(const std::string& marker, const std::vector<std::string>& cleared);
+  // Whether the operation of `marker` took effect: its marker is in the store as `tr` reads it
+  // (false for an empty marker, whose operation's commit cannot have been in doubt).
+  static bool found(Transaction& tr, const std::string& marker) {
+    return !marker.empty() && tr.get(marker).has_value();
+  }
   // How many finished markers this object still has in the store (for tests).
   std::size_t pending() const;
   // How long an operation that gave up after commit_unknown_result may keep asking whether its
@@ -67,4 +72,4 @@ class Markers {
 
 }  // namespace kvq::detail
 
-#endif  // KVQ_SRC_LAYERS_MARKERS_H_
+#endif  // KVQ_SRC_LAYERS_CONTENTION_MARKERS_H_

@@ -1,4 +1,4 @@
-#include "layers/markers.h"
+#include "layers/contention/markers.h"
 
 #include <algorithm>
 
