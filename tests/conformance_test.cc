@@ -712,6 +712,35 @@ TEST_P(ConformanceTest, ExplicitConflictRangesConflictLikeReadsAndWrites) {
   EXPECT_NO_THROW(t3.commit());
 }
 
+// A read-conflict range over keys the transaction never read conflicts with their deletion too, as
+// with their change (etcd pins such ranges' records at commit: docs/engines.md).
+TEST_P(ConformanceTest, ExplicitReadConflictsOnKeysNeverReadCatchTheirDeletion) {
+  put("a", "1");
+  put("m", "2");
+  put("x", "3");
+  Transaction point = db_->create_transaction();
+  point.get("unrelated");  // fixes the read version
+  point.add_read_conflict_key("x");
+  point.set("out", "1");
+  Transaction range = db_->create_transaction();
+  EXPECT_EQ(range.get_range("a", "z", {.limit = 1}).size(), 1u);  // reads "a" only
+  range.add_read_conflict_range("a", "z");
+  range.set("out", "2");
+  Transaction deleter = db_->create_transaction();
+  deleter.clear("x");
+  deleter.clear("m");
+  deleter.commit();
+  EXPECT_EQ(code_of([&] { point.commit(); }), ErrorCode::kNotCommitted);
+  EXPECT_EQ(code_of([&] { range.commit(); }), ErrorCode::kNotCommitted);
+
+  Transaction untouched = db_->create_transaction();
+  untouched.get("unrelated");
+  untouched.add_read_conflict_range("a", "c");
+  untouched.set("out", "3");
+  put("y", "outside");
+  EXPECT_NO_THROW(untouched.commit());
+}
+
 // ---- versionstamps ----
 
 TEST_P(ConformanceTest, VersionstampsAreUniqueAndIncreaseAcrossConcurrentCommits) {

@@ -99,4 +99,20 @@ std::vector<KeyRange> merge_ranges(std::vector<KeyRange> ranges) {
   return out;
 }
 
+std::vector<KeyRange> subtract_ranges(std::vector<KeyRange> ranges, std::vector<KeyRange> minus) {
+  const std::vector<KeyRange> cut = merge_ranges(std::move(minus));
+  std::vector<KeyRange> out;
+  auto next_cut = cut.begin();
+  for (KeyRange& r : merge_ranges(std::move(ranges))) {
+    while (next_cut != cut.end() && next_cut->end <= r.begin) ++next_cut;
+    // The cuts from next_cut on that start before r ends split r; each leaves the part before it.
+    for (auto c = next_cut; c != cut.end() && c->begin < r.end; ++c) {
+      if (r.begin < c->begin) out.push_back({r.begin, c->begin});
+      r.begin = std::max(r.begin, c->end);
+    }
+    if (r.begin < r.end) out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace kvq::common

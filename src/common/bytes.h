@@ -52,6 +52,8 @@ std::optional<std::uint32_t> versionstamp_offset(std::string_view with_offset);
 
 // `ranges` sorted by begin with overlapping or touching ranges merged and empty ones dropped.
 std::vector<KeyRange> merge_ranges(std::vector<KeyRange> ranges);
+// The parts of `ranges` outside every range of `minus`, merged (as merge_ranges).
+std::vector<KeyRange> subtract_ranges(std::vector<KeyRange> ranges, std::vector<KeyRange> minus);
 
 }  // namespace kvq::common
 

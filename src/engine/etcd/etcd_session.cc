@@ -27,6 +27,7 @@ Version EtcdSession::read_version() {
 std::optional<std::string> EtcdSession::get(std::string_view key) {
   pb::RangeRequest request = point_request(key);
   pb::RangeResponse response = read(request, "get");
+  covered(key, common::key_after(key));
   std::vector<KeyGroup> groups = group_records(cluster_->codec(), response.kvs());
   if (groups.empty()) return std::nullopt;
   if (groups[0].deltas.size() >= DeltaFolder::kFoldOnRead) {
@@ -42,13 +43,14 @@ std::vector<KeyValue> EtcdSession::get_range(std::string_view begin, std::string
     return {};
   }
   Records records;
+  bool whole_range = true;  // the records are all of [begin, end)
   if (is_point_read({begin, end, limit, reverse})) {
     // Asked as get() asks it (so a prefetched point read answers either); never a second page.
     pb::RangeRequest request = point_request(begin);
     records = std::move(*read(request, "get_range").mutable_kvs());
   } else {
     records = read_records(cluster_->codec().encode(begin), cluster_->codec().encode(end), limit,
-                           reverse);
+                           reverse, &whole_range);
   }
   std::vector<KeyValue> out;
   for (const KeyGroup& g : group_records(cluster_->codec(), records)) {
@@ -60,7 +62,34 @@ std::vector<KeyValue> EtcdSession::get_range(std::string_view begin, std::string
     out.push_back(KeyValue{g.key, std::move(*value)});
     if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
   }
+  note_covered(begin, end, limit, reverse, whole_range, out);
   return out;
+}
+
+void EtcdSession::covered(std::string_view begin, std::string_view end) {
+  covered_.push_back({std::string(begin), std::string(end)});
+}
+
+void EtcdSession::note_covered(std::string_view begin, std::string_view end, int limit,
+                               bool reverse, bool whole_range, const std::vector<KeyValue>& got) {
+  if (limit > 0 && static_cast<int>(got.size()) >= limit) {
+    // Cut at the limit: the records of the keys up to the last one returned (read whole).
+    if (reverse) {
+      covered(got.back().key, end);
+    } else {
+      covered(begin, common::key_after(got.back().key));
+    }
+  } else if (whole_range) {
+    covered(begin, end);
+  }
+}
+
+void EtcdSession::pin_unread(const std::vector<KeyRange>& read_conflicts) {
+  if (revision_ < 0 || read_conflicts.empty()) return;  // no read version: no compares (Committer)
+  for (const KeyRange& part : common::subtract_ranges(read_conflicts, covered_)) {
+    read_records(cluster_->codec().encode(part.begin), cluster_->codec().encode(part.end), 0,
+                 false);
+  }
 }
 
 pb::RangeRequest EtcdSession::point_request(std::string_view key) const {
@@ -90,7 +119,8 @@ pb::RangeRequest EtcdSession::page_request(std::string from, std::string to, int
   return request;
 }
 
-Records EtcdSession::read_records(std::string from, std::string to, int limit, bool reverse) {
+Records EtcdSession::read_records(std::string from, std::string to, int limit, bool reverse,
+                                  bool* whole_range) {
   Records records;
   for (;;) {
     pb::RangeRequest request = page_request(from, to, limit, reverse);
@@ -98,6 +128,7 @@ Records EtcdSession::read_records(std::string from, std::string to, int limit, b
     const bool more = response.more() && response.kvs_size() > 0;
     std::string last = response.kvs_size() > 0 ? response.kvs(response.kvs_size() - 1).key() : "";
     for (mvccpb::KeyValue& kv : *response.mutable_kvs()) records.Add(std::move(kv));
+    if (whole_range) *whole_range = !more;
     // A key is whole once a record of a later key (in scan order) was seen or the range is done.
     if (!more || (limit > 0 && holds_whole_keys(records, limit))) return records;
     if (reverse) {
@@ -121,6 +152,7 @@ bool EtcdSession::holds_whole_keys(const Records& records, int limit) const {
 }
 
 CommitResult EtcdSession::commit(CommitRequest request) {
+  pin_unread(request.read_conflicts);
   return Committer(*cluster_, seen_).commit(std::move(request));
 }
 

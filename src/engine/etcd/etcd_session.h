@@ -1,7 +1,8 @@
 // Internal (etcd engine): one transaction attempt on etcd. Its first read fixes its read version
 // (an etcd revision; linearizable unless fast_first_read=1); later reads are Ranges at that
-// revision. It remembers every record it read (for the deletion pins of its commit) and commits
-// through a Committer.
+// revision. It remembers every record it read (for the deletion pins of its commit) and the key
+// ranges its reads covered, and commits through a Committer. A read-conflict range that no read
+// covered (an explicit one) is read at commit first, so that its records are pinned too.
 //
 // Example:
 //   EtcdSession s(cluster);
@@ -63,10 +64,22 @@ class EtcdSession : public Session {
   static etcdserverpb::RangeRequest page_request(std::string from, std::string to, int limit,
                                                  bool reverse);
   // The etcd records of [from, to) (already encoded), in pages, until `limit` whole kvq keys
-  // (base and every delta) are in hand (0 = all).
+  // (base and every delta) are in hand (0 = all). `whole_range` (optional) is set to whether
+  // they are all of [from, to).
   google::protobuf::RepeatedPtrField<mvccpb::KeyValue> read_records(std::string from,
                                                                     std::string to, int limit,
-                                                                    bool reverse);
+                                                                    bool reverse,
+                                                                    bool* whole_range = nullptr);
+  // Notes that every record of kvq keys [begin, end) is in seen_ (a read at the revision covered
+  // it).
+  void covered(std::string_view begin, std::string_view end);
+  // Notes what a get_range(begin, end, limit, reverse) that returned `got` covered
+  // (`whole_range`: its records are all of [begin, end)).
+  void note_covered(std::string_view begin, std::string_view end, int limit, bool reverse,
+                    bool whole_range, const std::vector<KeyValue>& got);
+  // Reads, at this session's revision, the parts of `read_conflicts` no read covered (explicit
+  // read-conflict ranges), so that the commit pins their records and catches their deletion.
+  void pin_unread(const std::vector<KeyRange>& read_conflicts);
   // True if `records` hold more than `limit` distinct kvq keys (the last maybe incomplete).
   bool holds_whole_keys(const google::protobuf::RepeatedPtrField<mvccpb::KeyValue>& records,
                         int limit) const;
@@ -74,6 +87,7 @@ class EtcdSession : public Session {
   std::shared_ptr<Cluster> cluster_;
   Version revision_ = -1;
   SeenRecords seen_;
+  std::vector<KeyRange> covered_;  // kvq key ranges whose every record is in seen_
   // Answers of prefetch(), by the serialized request they answer; each is used once.
   std::map<std::string, etcdserverpb::RangeResponse> prefetched_;
 };
