@@ -15,12 +15,12 @@ namespace {
 // Estimated cost of serving one request before any was measured (a request's conflicts and writes
 // on etcd are about 8 operations and a few hundred bytes plus the item), and what the end of a
 // batch may still add: lease, size and waiting writes, the hand-off (a slot read and write), the
-// read conflict on the whole request range, and the batch's idempotency marker with the finished
-// markers it clears and a sweep (markers.h: up to 18 operations).
+// read conflict on the whole request range, and the batch's idempotency marker with the two
+// finished markers it clears and a sweep (staged_pop.cc, markers.h: 4 operations).
 constexpr std::size_t kFirstRequestOps = 8;
 constexpr std::size_t kFirstRequestBytes = 2048;
-constexpr std::size_t kTailOps = 30;
-constexpr std::size_t kTailBytes = 6144;
+constexpr std::size_t kTailOps = 16;
+constexpr std::size_t kTailBytes = 4608;
 // What each item beyond a request's first adds on etcd: the read's pin of its key and its clear.
 constexpr std::size_t kItemOps = 2;
 // Abandoned slots one batch looks at.

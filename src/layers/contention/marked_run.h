@@ -9,6 +9,9 @@
 #ifndef KVQ_SRC_LAYERS_CONTENTION_MARKED_RUN_H_
 #define KVQ_SRC_LAYERS_CONTENTION_MARKED_RUN_H_
 
+#include <chrono>
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -20,22 +23,33 @@
 
 namespace kvq::detail {
 
+// How run_marked_in marks its attempts.
+struct MarkOptions {
+  // run_once's resolve_for; nullopt: markers.resolve_window().
+  std::optional<std::chrono::milliseconds> resolve_for = std::nullopt;
+  // Finished markers an attempt clears at most (a batch sized to the engine keeps room for few).
+  std::size_t max_clears = Markers::kClearPerWrite;
+};
+
 // As run_marked below, with `tr` as the first attempt's transaction (run_once_in: what the caller
 // read in it stays read) and `marker` (from markers.make()) chosen by the caller, who may later
-// read it to learn whether an attempt that ended in an error took effect.
-template <typename Body>
+// read it to learn whether an attempt that ended in an error took effect. An attempt writes the
+// marker only if marked(its result) (false: the attempt wrote nothing, so nothing needs telling).
+template <typename Body, typename Marked>
 auto run_marked_in(Transaction& tr, Database& db, Markers& markers, const std::string& marker,
-                   Body&& body) {
+                   Body&& body, Marked&& marked, const MarkOptions& options = {}) {
   std::vector<std::string> cleared;
   auto result = contention::run_once_in(
       tr, db,
       [&](Transaction& attempt) {
         auto r = body(attempt);
-        cleared = markers.write(attempt, marker);
+        cleared.clear();
+        if (marked(std::as_const(r))) cleared = markers.write(attempt, marker, options.max_clears);
         return r;
       },
-      [&](Transaction& check) { return Markers::found(check, marker); }, markers.resolve_window());
-  markers.finished(marker, cleared);
+      [&](Transaction& check) { return Markers::found(check, marker); },
+      options.resolve_for.value_or(markers.resolve_window()));
+  if (marked(std::as_const(result))) markers.finished(marker, cleared);
   return result;
 }
 
@@ -44,7 +58,8 @@ template <typename Body>
 auto run_marked(Database& db, Markers& markers, Body&& body,
                 const TransactionOptions& options = {}) {
   Transaction tr = db.create_transaction(options);
-  return run_marked_in(tr, db, markers, markers.make(), std::forward<Body>(body));
+  return run_marked_in(tr, db, markers, markers.make(), std::forward<Body>(body),
+                       [](const auto&) { return true; });
 }
 
 // One attempt at body(tr), which returns a std::optional: its result, or nullopt if body declined

@@ -10,8 +10,6 @@ namespace kvq::detail {
 namespace {
 
 constexpr std::size_t kRandomSize = 20;  // as the recipes' os.urandom(20)
-// Finished markers one operation clears: more than one, so the backlog of many threads drains.
-constexpr std::size_t kClearPerWrite = 16;
 // Past this many, the oldest finished markers are forgotten here (left to the age sweep).
 constexpr std::size_t kMaxPending = 4096;
 // Bounds of the destructor's clearing transaction.
@@ -54,12 +52,13 @@ std::string Markers::make() const {
                            .append(Bytes(common::random_bytes(kRandomSize))));
 }
 
-std::vector<std::string> Markers::write(Transaction& tr, const std::string& marker) {
+std::vector<std::string> Markers::write(Transaction& tr, const std::string& marker,
+                                        std::size_t max_clears) {
   std::vector<std::string> cleared;
   if (!marker.empty()) {
     tr.set(marker, "");
     std::lock_guard<std::mutex> lock(mu_);
-    const std::size_t n = std::min(pending_.size(), kClearPerWrite);
+    const std::size_t n = std::min(pending_.size(), max_clears);
     cleared.assign(pending_.end() - static_cast<std::ptrdiff_t>(n), pending_.end());
   }
   for (const auto& k : cleared) tr.clear(k);

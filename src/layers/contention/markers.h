@@ -41,9 +41,14 @@ class Markers {
 
   // A fresh marker key, unique to one operation; empty if the database needs none.
   std::string make() const;
-  // Writes `marker` in `tr` (unless empty), clears finished markers (returned: pass them to
-  // finished()), and once in 64 calls sweeps markers older than ttl.
-  std::vector<std::string> write(Transaction& tr, const std::string& marker);
+  // Finished markers one write() clears at most, unless told fewer: more than one, so the backlog
+  // of many threads drains.
+  static constexpr std::size_t kClearPerWrite = 16;
+  // Writes `marker` in `tr` (unless empty), clears up to `max_clears` finished markers (returned:
+  // pass them to finished()), and once in 64 calls sweeps markers older than ttl: at most
+  // max_clears + 2 operations.
+  std::vector<std::string> write(Transaction& tr, const std::string& marker,
+                                 std::size_t max_clears = kClearPerWrite);
   // The operation of `marker` returned, after the commit that also cleared `cleared` (nothing to
   // do for an empty marker).
   void finished(const std::string& marker, const std::vector<std::string>& cleared);

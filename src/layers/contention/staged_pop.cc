@@ -31,6 +31,13 @@ constexpr TransactionOptions kAbandonOptions{.timeout = std::chrono::millisecond
 // A conflicting fulfilment batch retries at once (hand_off_newest removes the usual cause): a long
 // back-off would only let the lease run out under the waiting poppers.
 constexpr TransactionOptions kBatchOptions{.max_retry_delay = std::chrono::milliseconds(4)};
+// Finished markers a fulfilment batch clears (its tail keeps room for these: fulfiller.cc).
+constexpr std::size_t kBatchMarkerClears = 2;
+
+// Whether a fulfilment batch wrote anything (so its marker must be written too).
+bool wrote_batch(const Fulfiller::Result& r) {
+  return r.kind != Fulfiller::Result::kNotLeader && r.kind != Fulfiller::Result::kMineServed;
+}
 
 }  // namespace
 
@@ -175,13 +182,17 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
     int attempts = 0;
     in_hand->marker = markers_.make();
     Transaction tr = db_->create_transaction(kBatchOptions);
-    Fulfiller::Result r =
-        detail::run_marked_in(tr, *db_, markers_, in_hand->marker, [&](Transaction& attempt) {
-          Fulfiller::Result batch = fulfiller_.leased_batch(attempt, me, attempts++ > 0);
-          in_hand->items.clear();
-          if (batch.kind == Fulfiller::Result::kMineTaken) in_hand->items = batch.items;
-          return batch;
-        });
+    Fulfiller::Result r = detail::run_marked_in(tr, *db_, markers_, in_hand->marker,
+                                                [&](Transaction& attempt) {
+                                                  Fulfiller::Result batch = fulfiller_.leased_batch(
+                                                      attempt, me, attempts++ > 0);
+                                                  in_hand->items.clear();
+                                                  if (batch.kind == Fulfiller::Result::kMineTaken)
+                                                    in_hand->items = batch.items;
+                                                  return batch;
+                                                },
+                                                wrote_batch, {.max_clears = kBatchMarkerClears});
+    if (r.kind != Fulfiller::Result::kMineTaken) in_hand->items.clear();  // an earlier attempt's
     stats.batch_conflicts.fetch_add(static_cast<std::uint64_t>(attempts - 1),
                                     std::memory_order_relaxed);
     stats.expired.fetch_add(r.expired, std::memory_order_relaxed);
@@ -219,20 +230,25 @@ StagedPops::Outcome StagedPops::settle(Transaction& first, const std::string& me
   const std::string slot = keys_.slot(me);
   std::optional<Slot> read_by_await = std::move(read);  // the first attempt's, not read again
   in_hand->marker = markers_.make();
-  return detail::run_marked_in(first, *db_, markers_, in_hand->marker, [&](Transaction& tr) {
-    Slot s = read_by_await ? std::move(*read_by_await) : read_slot(tr, slot);
-    read_by_await.reset();
-    in_hand->items.clear();
-    if (s.waiting()) {
-      if (!withdraw_waiting) throw Error(ErrorCode::kInternalError, "queue: slot not answered");
-      withdraw(tr, me, s);
-    }
-    if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, {}};
-    if (s.kind == Slot::kDelivered) take_delivered(tr, me, &s);
-    in_hand->items = s.items;
-    tr.clear(slot);
-    return Outcome{false, std::move(s.items)};
-  });
+  bool wrote = false;  // the attempt took or withdrew (an absent slot leaves nothing to write)
+  return detail::run_marked_in(
+      first, *db_, markers_, in_hand->marker,
+      [&](Transaction& tr) {
+        Slot s = read_by_await ? std::move(*read_by_await) : read_slot(tr, slot);
+        read_by_await.reset();
+        in_hand->items.clear();
+        wrote = s.kind != Slot::kAbsent;
+        if (s.waiting()) {
+          if (!withdraw_waiting) throw Error(ErrorCode::kInternalError, "queue: slot not answered");
+          withdraw(tr, me, s);
+        }
+        if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, {}};
+        if (s.kind == Slot::kDelivered) take_delivered(tr, me, &s);
+        in_hand->items = s.items;
+        tr.clear(slot);
+        return Outcome{false, std::move(s.items)};
+      },
+      [&](const Outcome&) { return wrote; });
 }
 
 // Fills in the value of a delivered slot `s` of ours kept in res, clearing res.
@@ -261,20 +277,21 @@ void StagedPops::withdraw(Transaction& tr, const std::string& me, const Slot& s)
 void StagedPops::abandon(const std::string& me, const InHand& in_hand) noexcept {
   const std::string slot = keys_.slot(me);
   try {
-    detail::run_marked(
-        *db_, markers_,
-        [&](Transaction& tr) {
-          Slot s = read_slot(tr, slot);
-          if (s.waiting()) withdraw(tr, me, s);
-          if (s.kind == Slot::kDelivered) fulfiller_.put_back(tr, me, s);
-          if (s.kind == Slot::kEmpty) tr.clear(slot);
+    Transaction tr = db_->create_transaction(kAbandonOptions);
+    detail::run_marked_in(
+        tr, *db_, markers_, markers_.make(),
+        [&](Transaction& attempt) {
+          Slot s = read_slot(attempt, slot);
+          if (s.waiting()) withdraw(attempt, me, s);
+          if (s.kind == Slot::kDelivered) fulfiller_.put_back(attempt, me, s);
+          if (s.kind == Slot::kEmpty) attempt.clear(slot);
           if (s.kind == Slot::kAbsent && !in_hand.items.empty() &&
-              detail::Markers::found(tr, in_hand.marker)) {
-            for (const KeyValue& item : in_hand.items) fulfiller_.restore(tr, item);
+              detail::Markers::found(attempt, in_hand.marker)) {
+            for (const KeyValue& item : in_hand.items) fulfiller_.restore(attempt, item);
           }
           return 0;
         },
-        kAbandonOptions);
+        [](int) { return true; }, {.resolve_for = std::chrono::milliseconds(0)});
     detail::contention_stats().abandoned.fetch_add(1, std::memory_order_relaxed);
   } catch (...) {
     // Left for request expiry (see above); the caller rethrows its own error.
