@@ -91,6 +91,57 @@ TEST_P(WorkQueueTest, AnExpiredLeaseComesBackAtItsPlaceWithTheNextAttempt) {
   EXPECT_EQ(b->attempt, 1);
 }
 
+// Items pushed while every item was out on lease go behind those items: a lease ending (nack,
+// expiry) puts its item back at its own place, ahead of them (pushes used to restart at index 1
+// once the ready items ran out, and came out first).
+TEST_P(WorkQueueTest, LeasedItemsOfADrainedQueueComeBackAheadOfItemsPushedAfterThem) {
+  Queue q = make();
+  q.push("a");
+  q.push("b");
+  auto a = q.take(30s);
+  auto b = q.take(30s);
+  ASSERT_TRUE(a && b);
+  q.push("c");
+  q.nack(*b);
+  q.nack(*a);
+  EXPECT_EQ(q.pop(), "a");
+  EXPECT_EQ(q.pop(), "b");
+  EXPECT_EQ(q.pop(), "c");
+
+  q.push("d");
+  auto d = q.take(50ms);
+  ASSERT_TRUE(d);
+  q.push("e");
+  std::this_thread::sleep_for(120ms);  // d's lease runs out: d goes back to its place
+  EXPECT_EQ(q.pop(), "d");
+  EXPECT_EQ(q.pop(), "e");
+
+  q.push("f");
+  auto f = q.take(30s);
+  ASSERT_TRUE(f);
+  q.ack(*f);
+  const KeyRange held = space_.range(Tuple().append("kvq").append("held"));
+  EXPECT_TRUE(db_->run([&](Transaction& tr) { return tr.get_range(held.begin, held.end); }).empty())
+      << "an ended lease left its held place behind";
+}
+
+TEST_P(WorkQueueTest, PriorityQueueLeasedItemsComeBackAheadOfItemsPushedAfterThemAtTheirPriority) {
+  PriorityQueue pq = make_pq();
+  pq.push("p", 5);
+  pq.push("q", 5);
+  auto p = pq.take_min(30s);
+  auto q = pq.take_min(30s);
+  ASSERT_TRUE(p && q);
+  pq.push("r", 5);
+  pq.push("s", 7);
+  pq.nack(*q);
+  pq.nack(*p);
+  EXPECT_EQ(pq.pop_min(), "p");
+  EXPECT_EQ(pq.pop_min(), "q");
+  EXPECT_EQ(pq.pop_min(), "r");
+  EXPECT_EQ(pq.pop_min(), "s");
+}
+
 TEST_P(WorkQueueTest, AWorkerWhoseLeaseWasTakenAgainIsFencedOut) {
   Queue q = make();
   q.push("job");

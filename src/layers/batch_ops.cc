@@ -55,8 +55,7 @@ void ItemStore::write_batch(Transaction& tr, std::span<const PushItem> items,
   for (const PushItem& item : items) position.try_emplace(item.priority, 0);
   std::vector<std::int64_t> priorities;
   for (const auto& [priority, unused] : position) priorities.push_back(priority);
-  const std::vector<std::int64_t> next =
-      next_item_positions(tr, subspace_, items_, prioritized_, priorities);
+  const std::vector<std::int64_t> next = next_item_positions(tr, items_, prioritized_, priorities);
   for (std::size_t i = 0; i < priorities.size(); ++i) position[priorities[i]] = next[i];
   for (std::size_t i = 0; i < items.size(); ++i) {
     tr.set(pack_item(items[i].priority, position[items[i].priority]++, randoms[i]), items[i].value);

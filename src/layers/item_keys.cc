@@ -39,7 +39,8 @@ contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized,
           subspace.key().size(),
           prioritized,
           contention::make_end_hints(),
-          total_key};
+          total_key,
+          control.pack(Tuple().append("held"))};
 }
 
 std::int64_t now_us() { return common::wall_now_us(); }
@@ -56,25 +57,21 @@ std::optional<std::int64_t> item_pushed_us(std::string_view random) {
   return us;
 }
 
-std::int64_t next_item_position(Transaction& tr, const Subspace& subspace,
-                                const contention::ItemRange& items, bool prioritized,
-                                std::int64_t priority) {
-  return next_item_positions(tr, subspace, items, prioritized, std::span(&priority, 1))[0];
+std::int64_t next_item_position(Transaction& tr, const contention::ItemRange& items,
+                                bool prioritized, std::int64_t priority) {
+  return next_item_positions(tr, items, prioritized, std::span(&priority, 1))[0];
 }
 
-std::vector<std::int64_t> next_item_positions(Transaction& tr, const Subspace& subspace,
-                                              const contention::ItemRange& items, bool prioritized,
+std::vector<std::int64_t> next_item_positions(Transaction& tr, const contention::ItemRange& items,
+                                              bool prioritized,
                                               std::span<const std::int64_t> priorities) {
-  if (!prioritized) {
-    // The recipe's last_index: a snapshot read of the last item, so pushes never conflict.
-    auto last = contention::read_end(tr, items, contention::Side::kBack, 1, /*snapshot=*/true);
-    std::int64_t index = last.empty() ? 0 : subspace.unpack(last[0].key).get_int(0);
-    if (index == INT64_MAX) throw Error(ErrorCode::kInternalError, "queue: index overflow");
-    return std::vector<std::int64_t>(priorities.size(), index + 1);
-  }
+  // The recipe's last_index: snapshot reads of the last item (and held place), so pushes never
+  // conflict.
+  const std::int64_t first = prioritized ? 0 : 1;
   std::vector<std::int64_t> out;
-  for (const auto& last : contention::read_last_of_priorities(tr, items, priorities)) {
-    out.push_back(last ? subspace.unpack(last->key).get_int(1) + 1 : 0);
+  for (const auto& last : contention::last_positions(tr, items, priorities)) {
+    if (last && *last == INT64_MAX) throw Error(ErrorCode::kInternalError, "queue: index overflow");
+    out.push_back(last ? *last + 1 : first);
   }
   return out;
 }
@@ -89,7 +86,7 @@ std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
                            const contention::ItemRange& items, bool prioritized,
                            std::int64_t priority, std::string_view random) {
   return pack_item_key(subspace, prioritized, priority,
-                       next_item_position(tr, subspace, items, prioritized, priority), random);
+                       next_item_position(tr, items, prioritized, priority), random);
 }
 
 ItemKey parse_item_key(const Subspace& subspace, std::string_view key, bool prioritized) {

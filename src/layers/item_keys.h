@@ -34,24 +34,23 @@ std::string new_item_random();
 // older kvq (not 20 bytes, or a time before 2020 or in the future).
 std::optional<std::int64_t> item_pushed_us(std::string_view random);
 
-// The next position at the back of the items of `priority` (Queue: last index + 1; PriorityQueue:
-// last count of that priority + 1), from a snapshot read (pushes never conflict). Throws
-// internal_error on index overflow.
-std::int64_t next_item_position(Transaction& tr, const Subspace& subspace,
-                                const contention::ItemRange& items, bool prioritized,
-                                std::int64_t priority);
+// The next position at the back of the items of `priority` (Queue: last index + 1, from 1;
+// PriorityQueue: last count of that priority + 1, from 0), behind the items out on lease too
+// (ItemRange::held_prefix), from snapshot reads (pushes never conflict). Throws internal_error on
+// index overflow.
+std::int64_t next_item_position(Transaction& tr, const contention::ItemRange& items,
+                                bool prioritized, std::int64_t priority);
 // next_item_position of each of `priorities` (distinct), with their reads made together
-// (contention::read_last_of_priorities).
-std::vector<std::int64_t> next_item_positions(Transaction& tr, const Subspace& subspace,
-                                              const contention::ItemRange& items, bool prioritized,
+// (contention::last_positions).
+std::vector<std::int64_t> next_item_positions(Transaction& tr, const contention::ItemRange& items,
+                                              bool prioritized,
                                               std::span<const std::int64_t> priorities);
 // The item key at `position` (Queue: (position, random); PriorityQueue: (priority, position,
 // random)).
 std::string pack_item_key(const Subspace& subspace, bool prioritized, std::int64_t priority,
                           std::int64_t position, std::string_view random);
-// The key a push of `priority` with `random` goes to: the recipe's last index + 1 (Queue) or the
-// last count of that priority + 1 (PriorityQueue), from snapshot reads (pushes never conflict).
-// Throws internal_error on index overflow.
+// The key a push of `priority` with `random` goes to: at next_item_position. Throws
+// internal_error on index overflow.
 std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
                            const contention::ItemRange& items, bool prioritized,
                            std::int64_t priority, std::string_view random);

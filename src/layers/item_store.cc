@@ -54,7 +54,7 @@ ItemStore::~ItemStore() = default;
 // ---- push ----------------------------------------------------------------------------------
 
 std::int64_t ItemStore::next_position(Transaction& tr, std::int64_t priority) {
-  return next_item_position(tr, subspace_, items_, prioritized_, priority);
+  return next_item_position(tr, items_, prioritized_, priority);
 }
 
 std::string ItemStore::pack_item(std::int64_t priority, std::int64_t position,

@@ -22,11 +22,11 @@
 #include "kvq/queue.h"
 #include "kvq/subspace.h"
 #include "layers/contention/control.h"
+#include "layers/contention/marked_run.h"
+#include "layers/contention/markers.h"
 #include "layers/contention/run_once.h"
 #include "layers/contention/staged_pop.h"
 #include "layers/contention/stats.h"
-#include "layers/contention/marked_run.h"
-#include "layers/contention/markers.h"
 #include "layers/work_items.h"
 
 namespace kvq::detail {

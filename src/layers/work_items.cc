@@ -8,9 +8,9 @@
 #include "kvq/error.h"
 #include "kvq/tuple.h"
 #include "layers/contention/end_windows.h"
+#include "layers/contention/marked_run.h"
 #include "layers/item_keys.h"
 #include "layers/lease_token.h"
-#include "layers/contention/marked_run.h"
 
 namespace kvq::detail {
 namespace {
@@ -79,6 +79,10 @@ std::int64_t WorkItems::counter(Transaction& tr, const std::string& key) {
   return v ? common::decode_le64(*v) : 0;
 }
 
+std::string WorkItems::held(std::string_view base) const {
+  return items_.held_prefix + std::string(base);
+}
+
 bool WorkItems::exhausted(int attempts) const {
   return max_attempts_ > 0 && attempts >= max_attempts_;
 }
@@ -108,6 +112,7 @@ void WorkItems::release(Transaction& tr, const Timer& timer, const std::string& 
     return;
   }
   tr.clear(keys_.taken(timer.id));
+  tr.clear(held(timer.base));
   add(tr, keys_.leased(), -1);
   if (exhausted(timer.attempts)) {
     dead_.add(tr, value, timer.attempts, timer.priority, kExpiredReason);
@@ -140,6 +145,7 @@ Lease WorkItems::lease(Transaction& tr, KeyValue& kv, std::int64_t vt_us) {
   tr.clear(kv.key);
   tr.set(due_key, kv.value);
   tr.set(keys_.taken(timer.id), due_key);
+  tr.set(held(item.base), "");
   return Lease{std::move(kv.value), make_token(tag_, timer.id),
                timer.attempts,      to_time(timer.due_us),
                item.priority,       std::string()};
@@ -180,6 +186,7 @@ void WorkItems::ack(Transaction& tr, const Lease& lease) {
   const Held h = hold(tr, lease, false);
   tr.clear(h.fence);
   tr.clear(h.due_key);
+  tr.clear(held(h.timer.base));
   add(tr, keys_.leased(), -1);
 }
 
@@ -196,6 +203,7 @@ void WorkItems::nack(Transaction& tr, const Lease& lease, std::chrono::milliseco
   const Held h = hold(tr, lease, true);
   tr.clear(h.fence);
   tr.clear(h.due_key);
+  tr.clear(held(h.timer.base));
   add(tr, keys_.leased(), -1);
   if (exhausted(h.timer.attempts)) {
     dead_.add(tr, h.value, h.timer.attempts, h.timer.priority,
@@ -326,6 +334,8 @@ QueueStats WorkItems::stats(Transaction& tr) {
 void WorkItems::clear(Transaction& tr) {
   tr.clear_range(keys_.due_range().begin, keys_.due_range().end);
   tr.clear_range(keys_.taken_range().begin, keys_.taken_range().end);
+  const KeyRange held_places = contention::held_range(items_);
+  tr.clear_range(held_places.begin, held_places.end);
   tr.set(keys_.leased(), common::encode_le64(0));
   tr.set(keys_.delayed(), common::encode_le64(0));
 }

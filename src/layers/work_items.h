@@ -4,6 +4,9 @@
 // release_due() at the start of every pop and peek, so expired leases and due delayed items come
 // back without a reaper process.
 //
+// Each live lease also keeps its item's place under ItemRange::held_prefix (written by the take,
+// cleared with the fence), so that pushes go behind it (item_keys.h next_item_position).
+//
 // Conflicts: release_due() finds due timers with a snapshot read and adds a read conflict only on
 // each timer it moves, so pops never conflict with takes through the timer range; an ack, nack or
 // extend reads its lease's fence key (work_keys.h), which the move clears: of a move and an ack of
@@ -25,9 +28,9 @@
 #include "kvq/queue.h"
 #include "kvq/subspace.h"
 #include "layers/contention/control.h"
+#include "layers/contention/markers.h"
 #include "layers/contention/owned_read.h"
 #include "layers/dead_letters.h"
-#include "layers/contention/markers.h"
 #include "layers/work_keys.h"
 
 namespace kvq::detail {
@@ -110,6 +113,9 @@ class WorkItems {
                     std::int64_t due, const std::string& id);
   void release(Transaction& tr, const Timer& timer, const std::string& value);
   void to_ready(Transaction& tr, const Timer& timer, const std::string& value);
+  // The held place (ItemRange::held_prefix) of the item whose key without attempts is `base`:
+  // set while the item is out on lease, so that pushes go behind it.
+  std::string held(std::string_view base) const;
   bool exhausted(int attempts) const;
   void add(Transaction& tr, const std::string& key, std::int64_t delta);
   std::int64_t counter(Transaction& tr, const std::string& key);

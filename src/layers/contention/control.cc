@@ -100,6 +100,11 @@ void check_options(const HighContentionOptions& options) {
   }
 }
 
+KeyRange held_range(const ItemRange& items) {
+  if (items.held_prefix.empty()) return {};
+  return {items.held_prefix + '\x00', items.held_prefix + '\xff'};
+}
+
 void add_size(Transaction& tr, const ItemRange& items, std::int64_t delta) {
   tr.atomic_add(items.size_key, delta);
   if (!items.total_key.empty()) tr.atomic_add(items.total_key, delta);

@@ -42,10 +42,18 @@ struct ItemRange {
   // A second counter every change of size_key also goes to, in the same transaction (a
   // FairQueue's ready items over all its tenants); empty: none.
   std::string total_key;
+  // Work queues: the places of the items out on lease, one key each: held_prefix + the item's
+  // key after the subspace's prefix (its (position, ...) or (priority, position, ...)). A push
+  // goes behind them too (end_windows.h last_positions), so that a lease's item coming back to
+  // its own place is not behind items pushed after it. Empty: none kept.
+  std::string held_prefix;
 };
 
 // Throws invalid_option_value unless batch_size >= 1 and lease and request_ttl are > 0.
 void check_options(const HighContentionOptions& options);
+
+// The keys of the held places of `items` (ItemRange::held_prefix): an empty range if none kept.
+KeyRange held_range(const ItemRange& items);
 
 // Adds `delta` to the item count of `items`: its size_key, and its total_key if it has one.
 void add_size(Transaction& tr, const ItemRange& items, std::int64_t delta);

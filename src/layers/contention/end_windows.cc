@@ -141,48 +141,102 @@ OwnedRead first_end_read(const ItemRange& items, Side side, int limit, bool snap
   return {std::string(first.begin), std::string(first.end), first.options};
 }
 
-std::vector<std::optional<KeyValue>> read_last_of_priorities(
-    Transaction& tr, const ItemRange& items, std::span<const std::int64_t> priorities) {
-  const Subspace items_space = Subspace::from_raw_prefix(items.begin.substr(0, items.prefix_size));
-  std::vector<KeyRange> all;
-  std::vector<std::optional<std::string>> bounds;
-  for (std::int64_t priority : priorities) {
-    all.push_back(items_space.range(Tuple().append(priority)));
-    bounds.emplace_back();
-    if (!items.hints) continue;
-    std::lock_guard lock(items.hints->mu);
-    auto it = items.hints->tails.find(priority);
-    if (it != items.hints->tails.end())
-      bounds.back() = bound_at(items, {priority, it->second}, -kWindow);
-  }
-  // The window next to each hint (or the whole priority) in one go; then the rest of the
-  // priorities whose window was empty, one by one (read_two_parts).
-  std::vector<RangeRead> windows;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const bool windowed = bounds[i] && *bounds[i] > all[i].begin && *bounds[i] < all[i].end;
-    if (!windowed) bounds[i].reset();
-    windows.push_back({bounds[i] ? *bounds[i] : all[i].begin,
-                       all[i].end,
-                       {.limit = 1, .reverse = true, .snapshot = true}});
-  }
-  std::vector<std::vector<KeyValue>> near = tr.get_ranges(windows);
-  std::vector<std::optional<KeyValue>> out;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    if (near[i].empty() && bounds[i]) {
-      near[i] =
-          tr.get_range(all[i].begin, *bounds[i], {.limit = 1, .reverse = true, .snapshot = true});
+namespace {
+
+// Where a push of one priority looks: its items and its held places (items out on lease, laid out
+// alike under ItemRange::held_prefix), each first in the window above the same bound if there is
+// a hint (the last push's position less kWindow).
+struct PushReads {
+  KeyRange items, held;  // held: an empty range if the ItemRange keeps no held places
+  std::optional<std::string> items_bound, held_bound;
+};
+
+PushReads push_reads(const ItemRange& items, std::int64_t priority) {
+  PushReads r;
+  const std::string items_prefix = items.begin.substr(0, items.prefix_size);
+  if (items.prioritized) {
+    r.items = Subspace::from_raw_prefix(items_prefix).range(Tuple().append(priority));
+    if (items.hints) {
+      std::lock_guard lock(items.hints->mu);
+      auto it = items.hints->tails.find(priority);
+      if (it != items.hints->tails.end())
+        r.items_bound = bound_at(items, {priority, it->second}, -kWindow);
     }
-    out.emplace_back();
-    if (near[i].empty()) continue;
-    remember_tail(items, near[i][0].key);
-    out.back() = std::move(near[i][0]);
+  } else {
+    r.items = {items.begin, items.end};
+    r.items_bound = window_bound(items, Side::kBack, 1);
+  }
+  if (!windowed(r.items.begin, r.items.end, r.items_bound, 1)) r.items_bound.reset();
+  if (items.held_prefix.empty()) return r;
+  r.held = items.prioritized
+               ? Subspace::from_raw_prefix(items.held_prefix).range(Tuple().append(priority))
+               : held_range(items);
+  if (r.items_bound) r.held_bound = items.held_prefix + r.items_bound->substr(items.prefix_size);
+  return r;
+}
+
+// Notes the last item found for a push (the back hint of a Queue, the tail of a priority).
+void remember_back(const ItemRange& items, const std::string& key) {
+  if (items.prioritized) return remember_tail(items, key);
+  if (!items.hints) return;
+  if (auto p = place_of(items, key)) {
+    std::lock_guard lock(items.hints->mu);
+    items.hints->ends[static_cast<int>(Side::kBack)] = p;
+  }
+}
+
+// The larger position of the last item `item` and the last held place `held` (each 0 or 1 keys).
+std::optional<std::int64_t> larger_position(const ItemRange& items,
+                                            const std::vector<KeyValue>& item,
+                                            const std::vector<KeyValue>& held) {
+  std::optional<std::int64_t> out;
+  if (!item.empty()) {
+    remember_back(items, item[0].key);
+    if (auto p = place_of(items, item[0].key)) out = p->position;
+  }
+  if (!held.empty()) {
+    // A held key is the item's key with held_prefix for the subspace's prefix.
+    const std::string as_item =
+        items.begin.substr(0, items.prefix_size) + held[0].key.substr(items.held_prefix.size());
+    if (auto p = place_of(items, as_item)) out = std::max(out.value_or(p->position), p->position);
   }
   return out;
 }
 
-std::optional<KeyValue> read_last_of_priority(Transaction& tr, const ItemRange& items,
-                                              std::int64_t priority) {
-  return std::move(read_last_of_priorities(tr, items, std::span(&priority, 1))[0]);
+}  // namespace
+
+std::vector<std::optional<std::int64_t>> last_positions(Transaction& tr, const ItemRange& items,
+                                                        std::span<const std::int64_t> priorities) {
+  constexpr RangeOptions kLast{.limit = 1, .reverse = true, .snapshot = true};
+  std::vector<PushReads> plans;
+  for (std::int64_t priority : priorities) plans.push_back(push_reads(items, priority));
+  // Per priority: its items' window (or all of them), then its held places' window (or all).
+  std::vector<RangeRead> near;
+  for (const PushReads& r : plans) {
+    near.push_back({r.items_bound ? *r.items_bound : r.items.begin, r.items.end, kLast});
+    near.push_back({r.held_bound ? *r.held_bound : r.held.begin, r.held.end, kLast});
+  }
+  std::vector<std::vector<KeyValue>> got = tr.get_ranges(near);
+  // Both windows empty: the last item or held place, if any, is below the bound.
+  std::vector<RangeRead> far;
+  std::vector<std::size_t> far_of;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (!plans[i].items_bound || !got[2 * i].empty() || !got[2 * i + 1].empty()) continue;
+    far.push_back({plans[i].items.begin, *plans[i].items_bound, kLast});
+    far.push_back({plans[i].held.begin,
+                   plans[i].held_bound ? *plans[i].held_bound : plans[i].held.begin, kLast});
+    far_of.push_back(i);
+  }
+  std::vector<std::vector<KeyValue>> got_far = tr.get_ranges(far);
+  for (std::size_t j = 0; j < far_of.size(); ++j) {
+    got[2 * far_of[j]] = std::move(got_far[2 * j]);
+    got[2 * far_of[j] + 1] = std::move(got_far[2 * j + 1]);
+  }
+  std::vector<std::optional<std::int64_t>> out;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    out.push_back(larger_position(items, got[2 * i], got[2 * i + 1]));
+  }
+  return out;
 }
 
 }  // namespace kvq::contention

@@ -42,13 +42,14 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
 // Transaction::prefetch).
 OwnedRead first_end_read(const ItemRange& items, Side side, int limit, bool snapshot);
 
-// The last item of priority `priority` (PriorityQueue pushes), by a snapshot read.
-std::optional<KeyValue> read_last_of_priority(Transaction& tr, const ItemRange& items,
-                                              std::int64_t priority);
-// read_last_of_priority of each of `priorities`, their windows read together (Transaction::
-// get_ranges: one round trip on etcd for a push batch of many priorities).
-std::vector<std::optional<KeyValue>> read_last_of_priorities(
-    Transaction& tr, const ItemRange& items, std::span<const std::int64_t> priorities);
+// Where pushes of each of `priorities` go behind (PriorityQueue; a Queue passes one priority,
+// ignored): the larger of the positions of the last item of that priority and of the last held
+// place (ItemRange::held_prefix: an item out on lease), or nullopt if there is neither. Snapshot
+// reads, made together (Transaction::get_ranges: one round trip on etcd for a push batch of many
+// priorities); the items are read in the window next to the last push's (the back hint of a
+// Queue, the tail of the priority), the held places whole (they are as many as the leases).
+std::vector<std::optional<std::int64_t>> last_positions(Transaction& tr, const ItemRange& items,
+                                                        std::span<const std::int64_t> priorities);
 
 }  // namespace kvq::contention
 
