@@ -41,7 +41,7 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptio
       prioritized_(prioritized),
       items_(item_range_of(subspace_, prioritized, total_key)),
       markers_(db_, control_, options_.marker_ttl),
-      work_(db_, subspace_, options_, prioritized, total_key) {
+      work_(db_, subspace_, options_, prioritized, items_) {
   if (options_.high_contention) {
     staged_ = std::make_unique<contention::StagedPops>(db_, control_, items_, options_.contention,
                                                        markers_);

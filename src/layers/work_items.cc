@@ -57,12 +57,12 @@ WallClock::time_point to_time(std::int64_t unix_us) {
 }  // namespace
 
 WorkItems::WorkItems(std::shared_ptr<Database> db, const Subspace& subspace,
-                     const QueueOptions& options, bool prioritized, const std::string& total_key)
+                     const QueueOptions& options, bool prioritized, contention::ItemRange items)
     : db_(std::move(db)),
       subspace_(subspace),
       prioritized_(prioritized),
       max_attempts_(validated_max_attempts(options)),
-      items_(item_range_of(subspace, prioritized, total_key)),
+      items_(std::move(items)),
       keys_(subspace.subspace(Tuple().append("kvq"))),
       tag_(queue_tag(subspace, prioritized)),
       dead_(keys_.dead()),

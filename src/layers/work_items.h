@@ -38,11 +38,11 @@ namespace kvq::detail {
 class WorkItems {
  public:
   using Side = contention::Side;
-  // The work keys of the queue stored under `subspace` (prioritized: a PriorityQueue). Throws
-  // invalid_option_value for options.max_attempts < 0. Does no I/O.
-  // `total_key`: as ItemStore's (a second counter of the ready items; "" for none).
+  // The work keys of the queue stored under `subspace` (prioritized: a PriorityQueue), whose items
+  // are `items` (ItemStore's: a copy shares its end hints). Throws invalid_option_value for
+  // options.max_attempts < 0. Does no I/O.
   WorkItems(std::shared_ptr<Database> db, const Subspace& subspace, const QueueOptions& options,
-            bool prioritized, const std::string& total_key = {});
+            bool prioritized, contention::ItemRange items);
 
   // Moves up to kReleasePerOp due timers into the items (expired leases to their own key with
   // their attempts; due delayed items to a fresh key), or to the dead letters when an expired

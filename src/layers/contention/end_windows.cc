@@ -185,22 +185,30 @@ void remember_back(const ItemRange& items, const std::string& key) {
   }
 }
 
-// The larger position of the last item `item` and the last held place `held` (each 0 or 1 keys).
+// The larger position of the last item `item` and the last held place `held` (each 0 or 1 keys),
+// remembered as the back hint (a drained work queue's pushes go behind held places only).
 std::optional<std::int64_t> larger_position(const ItemRange& items,
                                             const std::vector<KeyValue>& item,
                                             const std::vector<KeyValue>& held) {
-  std::optional<std::int64_t> out;
+  std::optional<Place> last;
+  std::string last_key;
   if (!item.empty()) {
-    remember_back(items, item[0].key);
-    if (auto p = place_of(items, item[0].key)) out = p->position;
+    last = place_of(items, item[0].key);
+    last_key = item[0].key;
   }
   if (!held.empty()) {
     // A held key is the item's key with held_prefix for the subspace's prefix.
-    const std::string as_item =
-        items.begin.substr(0, items.prefix_size) + held[0].key.substr(items.held_prefix.size());
-    if (auto p = place_of(items, as_item)) out = std::max(out.value_or(p->position), p->position);
+    std::string as_item = items.begin.substr(0, items.prefix_size) +
+                          held[0].key.substr(items.held_prefix.size());
+    const std::optional<Place> p = place_of(items, as_item);
+    if (p && (!last || p->position > last->position)) {
+      last = p;
+      last_key = std::move(as_item);
+    }
   }
-  return out;
+  if (!last) return std::nullopt;
+  remember_back(items, last_key);
+  return last->position;
 }
 
 }  // namespace
