@@ -40,12 +40,14 @@ std::string temp_path(const std::string& tag) {
 }
 
 // Runs `kvq ARGS` through the shell with stdout/stderr captured into files and stdin from
-// `stdin_path` (default: /dev/null); stdout goes to `stdout_path` instead if one is given.
+// `stdin_path` (default: /dev/null); stdout goes to `stdout_path` instead if one is given. With
+// `limit_s` > 0, kvq is killed after that many seconds (status 137).
 CliRun run(const std::string& args, const std::string& stdin_path = "/dev/null",
-           const std::string& stdout_path = "") {
+           const std::string& stdout_path = "", int limit_s = 0) {
   const std::string out = temp_path("out"), err = temp_path("err");
-  const std::string cmd = "KVQ_DB= '" + cli() + "' " + args + " <'" + stdin_path + "' >" +
-                          (stdout_path.empty() ? out : stdout_path) + " 2>" + err;
+  const std::string limit = limit_s > 0 ? "timeout -s KILL " + std::to_string(limit_s) + " " : "";
+  const std::string cmd = "KVQ_DB= " + limit + "'" + cli() + "' " + args + " <'" + stdin_path +
+                          "' >" + (stdout_path.empty() ? out : stdout_path) + " 2>" + err;
   int rc = std::system(cmd.c_str());
   CliRun r;
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -260,6 +262,12 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} fair set-weight --tenant t 2 3", 2, "fair set-weight: unexpected argument '3'"},
       {"{db} fair set-weight --tenant '' 2", 2, "--tenant: must not be empty"},
       {"{db} fair set-weight --tenant {big} 2", 1, "invalid_argument (9005): fair queue: tenant"},
+      // --tenant takes the escaped form fair take prints: \\ and \xNN, nothing else after '\'.
+      {"{db} fair push --tenant 'a\\q' v", 2, "--tenant: malformed escape at byte 2"},
+      {"{db} fair push --tenant 'a\\' v", 2, "--tenant: malformed escape at byte 2"},
+      {"{db} fair push --tenant 'a\\x4' v", 2, "--tenant: malformed escape at byte 2"},
+      {"{db} fair push --tenant '\\xg0' v", 2, "--tenant: malformed escape at byte 1"},
+      {"{db} fair ack --tenant 'a\\n' TFVDSw", 2, "--tenant: malformed escape"},
       // dump, demo, bench
       {"{db} dump extra", 2, "dump: unexpected argument 'extra'"},
       {"demo --clients 0", 2, "--clients: Value 0 not in range 2 to 1024"},
@@ -459,6 +467,94 @@ TEST_F(CliTest, FairSetWeightDeadLettersAndRedriveActOnOneTenant) {
   EXPECT_EQ(run(f + "redrive --tenant a 5").out, "0\n");
   EXPECT_EQ(run(f + "set-weight --tenant a 1").status, 0);
   EXPECT_EQ(nlohmann::json::parse(run(f + "stats --json").out)[0]["weight"], 1);
+}
+
+// --json never replaces bytes: a value or tenant that is valid UTF-8 is a JSON string ("value",
+// "tenant"), any other comes as the standard base64 of its bytes ("value_base64",
+// "tenant_base64") instead. (It once printed U+FFFD for each bad byte: the bytes were lost.)
+TEST_F(CliTest, JsonGivesBackBytesThatAreNotUtf8AsBase64) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
+  TestDb db;
+  const std::string q = db.flag() + " queue --name bytes ";
+  const std::string bad = write_temp("bad", std::string("\0\xfe\xff\x80x", 5));
+  ASSERT_EQ(run(q + "push -", bad).status, 0);
+  ASSERT_EQ(run(q + "push 'caf\xc3\xa9 \t \\ \"'").status, 0);
+  CliRun first = run(q + "take --json");
+  ASSERT_EQ(first.status, 0) << first.err;
+  auto j = nlohmann::json::parse(first.out);
+  EXPECT_FALSE(j.contains("value")) << first.out;
+  EXPECT_EQ(j["value_base64"], "AP7/gHg=") << first.out;
+  CliRun second = run(q + "take --json");
+  ASSERT_EQ(second.status, 0) << second.err;
+  j = nlohmann::json::parse(second.out);
+  EXPECT_EQ(j["value"], "caf\xc3\xa9 \t \\ \"") << second.out;
+  EXPECT_FALSE(j.contains("value_base64")) << second.out;
+  const std::string f = db.flag() + " fair --name bytes ";
+  ASSERT_EQ(run(f + "push --tenant \"$(printf 'x\\377')\" v").status, 0);
+  ASSERT_EQ(run(f + "push --tenant ok v").status, 0);
+  CliRun stats = run(f + "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.err;
+  auto tenants = nlohmann::json::parse(stats.out);
+  ASSERT_EQ(tenants.size(), 2U) << stats.out;
+  EXPECT_EQ(tenants[0]["tenant"], "ok") << stats.out;
+  EXPECT_EQ(tenants[1]["tenant_base64"], "eP8=") << stats.out;
+  EXPECT_FALSE(tenants[1].contains("tenant")) << stats.out;
+  std::filesystem::remove(bad);
+}
+
+// A tenant comes back in the form fair pop / take / stats print it (escape(): \xNN for a byte
+// outside printable ASCII, \\ for a backslash): --tenant takes that form, so a lease taken from
+// tenant "a<TAB>b" is acked with --tenant 'a\x09b', and one of tenant "c\d" with 'c\\d'.
+TEST_F(CliTest, FairTenantArgumentTakesTheEscapedFormTakePrints) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
+  TestDb db;
+  const std::string f = db.flag() + " fair --name escaped ";
+  ASSERT_EQ(run(f + "push --tenant \"$(printf 'a\\tb')\" v1").status, 0);
+  ASSERT_EQ(run(f + "push --tenant 'c\\\\d' v2").status, 0);
+  CliRun take = run(f + "take --vt 30s");
+  ASSERT_EQ(take.status, 0) << take.err;
+  const std::string token = take.out.substr(0, take.out.find('\n'));
+  EXPECT_EQ(take.out.substr(token.size() + 1), "a\\x09b\nv1\n");
+  CliRun ack = run(f + "ack --tenant 'a\\x09b' " + token);
+  EXPECT_EQ(ack.status, 0) << ack.err;
+  take = run(f + "take --vt 30s");
+  ASSERT_EQ(take.status, 0) << take.err;
+  const std::string token2 = take.out.substr(0, take.out.find('\n'));
+  EXPECT_EQ(take.out.substr(token2.size() + 1), "c\\\\d\nv2\n");
+  const auto stats = nlohmann::json::parse(run(f + "stats --json").out);
+  ASSERT_EQ(stats.size(), 2U);
+  EXPECT_EQ(stats[0]["tenant"], "a\tb");
+  EXPECT_EQ(stats[1]["tenant"], "c\\d");
+  EXPECT_EQ(run(f + "stats").out.substr(48), "a\\x09b\t0\t0\t0\t0\t1\nc\\\\d\t0\t0\t1\t0\t1\n");
+  ack = run(f + "ack --tenant 'c\\\\d' " + token2);
+  EXPECT_EQ(ack.status, 0) << ack.err;
+  // Upper-case hex and plain text name the same tenants; the queue is empty after both acks.
+  EXPECT_EQ(run(f + "push --tenant 'A\\x5A' v3").status, 0);
+  EXPECT_EQ(run(f + "pop").out, "AZ\nv3\n");
+  EXPECT_EQ(run(f + "pop").status, 3);
+}
+
+// With every commit failing (fault injection at rate 1), a command given --wait still ends soon
+// after it: timed_out, exit 1, naming the last error (not exit 3: the queue was never seen
+// empty). It once retried until killed (take --wait) or said "empty" (pop --wait).
+TEST_F(CliTest, WaitBoundsACommandWhoseCommitsAlwaysFail) {
+  const std::string db = "--db 'memory:?conflict_rate=1' ";
+  for (const char* command : {"queue take --wait 300ms", "queue pop --wait 300ms",
+                              "pq take-min --wait 300ms", "pq pop-max --wait 300ms -n 2"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CliRun r = run(db + command, "/dev/null", "", 20);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    SCOPED_TRACE(std::string(command) + "\nstderr: " + r.err);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(lines(r.err), 1);
+    EXPECT_NE(r.err.find("timed_out (1004): gave up: --wait 300ms ran out"), std::string::npos);
+    EXPECT_NE(r.err.find("not_committed (1020)"), std::string::npos);
+    EXPECT_GE(took, std::chrono::milliseconds(300));
+    EXPECT_LT(took, std::chrono::seconds(5)) << "--wait 300ms and 1 s for an attempt under way";
+  }
+  // Without faults, an empty queue still ends in exit 3 after the wait.
+  CliRun empty = run("--db memory: queue take --wait 300ms", "/dev/null", "", 20);
+  EXPECT_EQ(empty.status, 3) << empty.err;
 }
 
 TEST_F(CliTest, KvqErrorsNameTheErrorOnce) {

@@ -83,6 +83,31 @@ std::optional<std::string> splice_versionstamp(std::string_view with_offset,
   return out;
 }
 
+std::string_view base64_digits(Base64 alphabet) {
+  return alphabet == Base64::kUrl
+             ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+             : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}
+
+std::string base64(std::string_view bytes, Base64 alphabet) {
+  const std::string_view digits = base64_digits(alphabet);
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (unsigned char c : bytes) {
+    acc = (acc << 8) | c;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out += digits[(acc >> bits) & 63];
+    }
+  }
+  if (bits > 0) out += digits[(acc << (6 - bits)) & 63];
+  if (alphabet == Base64::kStandard) out.append((4 - out.size() % 4) % 4, '=');
+  return out;
+}
+
 std::vector<KeyRange> merge_ranges(std::vector<KeyRange> ranges) {
   std::erase_if(ranges, [](const KeyRange& r) { return !(r.begin < r.end); });
   std::sort(ranges.begin(), ranges.end(),

@@ -50,6 +50,14 @@ std::optional<std::string> splice_versionstamp(std::string_view with_offset,
 // The offset a SET_VERSIONSTAMPED_* parameter names, if its placeholder fits; nullopt otherwise.
 std::optional<std::uint32_t> versionstamp_offset(std::string_view with_offset);
 
+// The base64 alphabets of RFC 4648: kStandard (section 4, "+/", padded with "=") and kUrl
+// (section 5, "-_", without padding: shell-safe).
+enum class Base64 { kStandard, kUrl };
+// The 64 digits of `alphabet`, in order of value.
+std::string_view base64_digits(Base64 alphabet);
+// `bytes` in base64 with `alphabet`.
+std::string base64(std::string_view bytes, Base64 alphabet);
+
 // `ranges` sorted by begin with overlapping or touching ranges merged and empty ones dropped.
 std::vector<KeyRange> merge_ranges(std::vector<KeyRange> ranges);
 // The parts of `ranges` outside every range of `minus`, merged (as merge_ranges).

@@ -13,32 +13,13 @@ namespace {
 constexpr char kFormat = 'L';
 constexpr std::size_t kTagSize = 8;
 constexpr std::size_t kTokenSize = 1 + kTagSize + kTakeIdSize;
-constexpr std::string_view kAlphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 [[noreturn]] void bad_token(const char* why) {
   throw Error(ErrorCode::kInvalidLeaseToken, std::string("lease token: ") + why);
 }
 
-// base64url without padding (RFC 4648 section 5).
-std::string base64url(std::string_view bytes) {
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : bytes) {
-    acc = (acc << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out += kAlphabet[(acc >> bits) & 63];
-    }
-  }
-  if (bits > 0) out += kAlphabet[(acc << (6 - bits)) & 63];
-  return out;
-}
-
 int sextet(char c) {
-  const auto pos = kAlphabet.find(c);
+  const auto pos = common::base64_digits(common::Base64::kUrl).find(c);
   if (pos == std::string_view::npos) bad_token("not base64url text");
   return static_cast<int>(pos);
 }
@@ -84,7 +65,7 @@ std::string token_take_id(std::string_view token, std::string_view tag) {
 
 }  // namespace detail
 
-std::string Lease::token_text() const { return detail::base64url(token); }
+std::string Lease::token_text() const { return common::base64(token, common::Base64::kUrl); }
 
 Lease Lease::from_text(std::string_view text) {
   Lease lease;

@@ -12,6 +12,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/bytes.h"
+#include "tools/kvq/deadline.h"
+#include "tuple/tuple_codec.h"  // FirstInvalidUtf8
+
 namespace kvq::cli {
 
 std::string default_url() {
@@ -40,7 +44,18 @@ std::string Context::database_url() const {
   return default_url();
 }
 
-std::shared_ptr<Database> Context::open() const { return kvq::open(database_url()); }
+Context::Context() : deadline(std::make_shared<CommandDeadline>()) {}
+
+void Context::bound_by_wait(std::int64_t wait_ms) {
+  if (wait_ms > 0) deadline->arm(std::chrono::milliseconds(wait_ms));
+}
+
+std::shared_ptr<Database> Context::open() const {
+  std::shared_ptr<Database> db = kvq::open(database_url());
+  if (!deadline->armed()) return db;
+  return std::make_shared<Database>(std::make_shared<DeadlineEngine>(db->engine(), deadline),
+                                    db->url());
+}
 
 void add_global_options(CLI::App& app, Context& ctx) {
   app.add_option("--db", ctx.url, db_option_help())->check(NonEmpty());
@@ -242,7 +257,8 @@ void add_pop_flags(CLI::App* pop, PopFlags& flags) {
           ->transform(DurationMs());
   auto* wait = pop->add_option("--wait", flags.wait_ms,
                                "while empty, wait this long for a value (exit 3 if none came): "
-                               "500ms, 5s, 1m; woken by a watch, not polling")
+                               "500ms, 5s, 1m; woken by a watch, not polling. Bounds the command: "
+                               "timed_out (exit 1) if no pop could commit by then")
                    ->transform(DurationMs());
   auto* count = pop->add_option("--count,-n", flags.count,
                                 "pop up to N values in one transaction, one per line")
@@ -251,11 +267,13 @@ void add_pop_flags(CLI::App* pop, PopFlags& flags) {
   raw->excludes(count);  // raw values would run together with nothing between them
 }
 
-int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
+int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what,
+            CommandDeadline& deadline) {
   std::vector<std::string> values;
   const auto count = static_cast<std::size_t>(flags.count);
   if (flags.wait_ms > 0) {
-    if (auto first = fns.wait(std::chrono::milliseconds(flags.wait_ms))) {
+    const std::chrono::milliseconds wait(flags.wait_ms);
+    if (auto first = bounded_wait<std::string>(deadline, [&] { return fns.wait(wait); })) {
       values.push_back(std::move(*first));
       if (count > 1) {
         for (auto& v : fns.batch(count - 1)) values.push_back(std::move(v));
@@ -272,7 +290,16 @@ int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
 }
 
 std::string json_line(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+}
+
+void put_bytes(nlohmann::json& obj, const std::string& name, const std::string& bytes) {
+  // Valid UTF-8 as RFC 3629 has it (and nlohmann::json's strict dump): the tuple decoder's check.
+  if (tuple_codec::FirstInvalidUtf8(bytes) == bytes.size()) {
+    obj[name] = bytes;
+  } else {
+    obj[name + "_base64"] = common::base64(bytes, common::Base64::kStandard);
+  }
 }
 
 std::int64_t unix_ms(WallClock::time_point t) {
@@ -283,10 +310,10 @@ int print_dead_letters(const std::vector<DeadLetter>& letters, bool json) {
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const DeadLetter& d : letters) {
-      j.push_back({{"value", d.value},
-                   {"attempts", d.attempts},
-                   {"priority", d.priority},
-                   {"reason", d.reason}});
+      nlohmann::json letter = {{"attempts", d.attempts}, {"priority", d.priority}};
+      put_bytes(letter, "value", d.value);
+      put_bytes(letter, "reason", d.reason);
+      j.push_back(std::move(letter));
     }
     std::cout << json_line(j) << "\n";
     return kExitOk;
@@ -313,6 +340,56 @@ std::string escape(const std::string& s) {
     }
   }
   return out;
+}
+
+namespace {
+
+// The value of the hex digit `c`, or -1.
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Why `s` is not in escape()'s form ("" if it is; its bytes are then in `out`).
+std::string parse_escaped(const std::string& s, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\') {
+      out += s[i];
+    } else if (i + 1 < s.size() && s[i + 1] == '\\') {
+      out += '\\';
+      ++i;
+    } else if (i + 3 < s.size() && s[i + 1] == 'x' && hex_digit(s[i + 2]) >= 0 &&
+               hex_digit(s[i + 3]) >= 0) {
+      out += static_cast<char>(hex_digit(s[i + 2]) * 16 + hex_digit(s[i + 3]));
+      i += 3;
+    } else {
+      return "malformed escape at byte " + std::to_string(i + 1) +
+             ": a backslash starts \\\\ (a backslash) or \\xNN (the byte NN, two hex digits)";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string unescape(const std::string& s) {
+  std::string out;
+  if (std::string error = parse_escaped(s, out); !error.empty()) throw CliError(kExitUsage, error);
+  return out;
+}
+
+CLI::Validator Unescaped() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::string out;
+        std::string error = parse_escaped(s, out);
+        if (error.empty()) s = std::move(out);
+        return error;
+      },
+      "ESCAPED");
 }
 
 }  // namespace kvq::cli

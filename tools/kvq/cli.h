@@ -41,17 +41,27 @@ class CliError : public std::runtime_error {
   int exit_code_;
 };
 
+class CommandDeadline;  // deadline.h
+
 // The global options and the command chosen on the command line.
 struct Context {
+  Context();
   std::string url;               // --db; empty = not given
   bool high_contention = false;  // --high-contention (queue and pq commands)
   std::function<int()> action;   // set by the leaf subcommand that was given; returns the exit code
+  // The deadline of a command with --wait (deadline.h): unarmed unless bound_by_wait armed it.
+  std::shared_ptr<CommandDeadline> deadline;
+
+  // Arms `deadline` for a command given --wait `wait_ms` (0: not given, nothing to do), so that
+  // the whole command ends soon after it (deadline.h). Call before open().
+  void bound_by_wait(std::int64_t wait_ms);
 
   // The URL queue/pq/dump use: --db, else $KVQ_DB if set and non-empty, else default_url().
   std::string database_url() const;
   // --db, else "memory:" (demo and bench default to a fresh in-memory database).
   std::string url_or_memory() const { return url.empty() ? "memory:" : url; }
-  // kvq::open(database_url()). Throws what kvq::open throws.
+  // kvq::open(database_url()), over a DeadlineEngine if `deadline` is armed. Throws what
+  // kvq::open throws.
   std::shared_ptr<Database> open() const;
 };
 
@@ -115,20 +125,37 @@ struct PopFns {
 // Registers --raw, --timeout, --wait and --count on `pop` (--timeout excludes the other two).
 void add_pop_flags(CLI::App* pop, PopFlags& flags);
 // Runs a pop command and prints each value as print_value does; kExitEmpty if none. With --wait
-// the first value is waited for (pop_wait) and up to count - 1 more follow in one pop batch;
-// without, up to count values in one pop batch (count 1: a single pop, with --timeout if given).
-int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what);
+// the first value is waited for (pop_wait, bounded by `deadline`: bounded_wait, which throws
+// timed_out if the command gave up) and up to count - 1 more follow in one pop batch; without,
+// up to count values in one pop batch (count 1: a single pop, with --timeout if given). The
+// caller armed `deadline` (Context::bound_by_wait) before opening the database.
+int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what,
+            CommandDeadline& deadline);
 
-// `j` as one line of JSON (invalid UTF-8 replaced), as every --json prints it.
+// `j` as one line of JSON, as every --json prints it. Throws nlohmann::json::type_error for a
+// string that is not valid UTF-8 (never silently replaced): user bytes go in with put_bytes.
 std::string json_line(const nlohmann::json& j);
+// Puts user bytes (a value, a tenant, a reason) into the JSON object `obj` so that they come back
+// exactly: as obj[name], a string, if `bytes` are valid UTF-8 (RFC 3629); else as
+// obj[name + "_base64"], their standard base64 (RFC 4648, padded). Exactly one of the two is set.
+void put_bytes(nlohmann::json& obj, const std::string& name, const std::string& bytes);
 // Milliseconds since the Unix epoch of `t` (how deadlines print).
 std::int64_t unix_ms(WallClock::time_point t);
 // Prints dead letters one a line (attempts, priority, reason, value; tab-separated, escaped) or,
-// with `json`, as one JSON array; returns kExitOk.
+// with `json`, as one JSON array (value and reason as put_bytes puts them); returns kExitOk.
 int print_dead_letters(const std::vector<DeadLetter>& letters, bool json);
 
-// `s` with bytes outside printable ASCII as \xNN and backslash as \\ (one line, for dump).
+// `s` with each byte outside printable ASCII as \xNN (two lowercase hex digits) and each backslash
+// as \\ (one line: dump, dead-letters, fair pop/take/stats). unescape() is its exact inverse.
 std::string escape(const std::string& s);
+// The bytes `s` stands for in escape()'s form: \\ is a backslash, \xNN (two hex digits, either
+// case) the byte NN; every other byte is itself. So unescape(escape(b)) == b for any bytes b, and
+// text without a backslash is unchanged. Throws CliError(kExitUsage) naming the first malformed
+// escape (a backslash followed by anything else, or \x without two hex digits).
+std::string unescape(const std::string& s);
+// A CLI11 transform taking an argument in escape()'s form to its bytes (unescape), for arguments
+// that name what the CLI prints escaped (--tenant); a malformed escape is a usage error.
+CLI::Validator Unescaped();
 
 }  // namespace kvq::cli
 

@@ -30,8 +30,15 @@ FairQueue open_fair(const Context& ctx, const FairArgs& args) {
   return FairQueue(ctx.open(), Subspace(Tuple().append("F").append(args.name)), options);
 }
 
+// --tenant T: the tenant as fair pop / take / stats print it (escape(): \\ a backslash, \xNN a
+// byte), or plain text without backslashes.
 void add_tenant(CLI::App* command, FairArgs& args) {
-  command->add_option("--tenant", args.tenant, "the tenant")->required()->check(NonEmpty());
+  command
+      ->add_option("--tenant", args.tenant,
+                   "the tenant, as fair take prints it: \\\\ is a backslash, \\xNN the byte NN")
+      ->required()
+      ->check(NonEmpty())
+      ->transform(Unescaped());
 }
 
 void add_push(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
@@ -95,12 +102,13 @@ int print_fair_stats(const std::vector<FairTenantStats>& stats, bool json) {
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const FairTenantStats& s : stats) {
-      j.push_back({{"tenant", s.tenant},
-                   {"ready", s.ready},
-                   {"delayed", s.delayed},
-                   {"leased", s.leased},
-                   {"dead_letters", s.dead_letters},
-                   {"weight", s.weight}});
+      nlohmann::json tenant = {{"ready", s.ready},
+                               {"delayed", s.delayed},
+                               {"leased", s.leased},
+                               {"dead_letters", s.dead_letters},
+                               {"weight", s.weight}};
+      put_bytes(tenant, "tenant", s.tenant);
+      j.push_back(std::move(tenant));
     }
     std::cout << json_line(j) << "\n";
     return kExitOk;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tools/kvq/commands.h"
+#include "tools/kvq/deadline.h"
 
 namespace kvq::cli {
 namespace {
@@ -32,12 +33,12 @@ struct WorkArgs {
 int print_lease(const std::optional<Lease>& lease, const WorkArgs& args, const std::string& what) {
   if (!lease) return print_value(std::nullopt, args.raw, what);
   if (args.json) {
-    std::cout << json_line({{"token", lease->token_text()},
-                            {"attempt", lease->attempt},
-                            {"deadline_ms", unix_ms(lease->deadline)},
-                            {"priority", lease->priority},
-                            {"value", lease->value}})
-              << "\n";
+    nlohmann::json j = {{"token", lease->token_text()},
+                        {"attempt", lease->attempt},
+                        {"deadline_ms", unix_ms(lease->deadline)},
+                        {"priority", lease->priority}};
+    put_bytes(j, "value", lease->value);
+    std::cout << json_line(j) << "\n";
     return kExitOk;
   }
   std::cout << lease->token_text() << "\n";
@@ -131,14 +132,17 @@ struct TakeFns {
       wait;
 };
 
-// --wait: block for the first lease, then take the rest of --count at once (as `pop --wait -n`).
+// --wait: block for the first lease (bounded_wait: timed_out if the command gave up; `deadline`
+// armed before `q` was opened), then take the rest of --count at once (as `pop --wait -n`).
 template <typename Q>
-std::vector<Lease> run_take(Q& q, const TakeFns<Q>& fns, const WorkArgs& args) {
+std::vector<Lease> run_take(Q& q, const TakeFns<Q>& fns, const WorkArgs& args,
+                            CommandDeadline& deadline) {
   const std::chrono::milliseconds vt(args.vt_ms);
   const auto count = static_cast<std::size_t>(args.take_count);
   if (args.wait_ms == 0) return fns.batch(q, count, vt);
   std::vector<Lease> out;
-  if (auto first = fns.wait(q, vt, std::chrono::milliseconds(args.wait_ms))) {
+  const std::chrono::milliseconds wait(args.wait_ms);
+  if (auto first = bounded_wait<Lease>(deadline, [&] { return fns.wait(q, vt, wait); })) {
     out.push_back(std::move(*first));
     if (count > 1) {
       for (Lease& l : fns.batch(q, count - 1, vt)) out.push_back(std::move(l));
@@ -155,7 +159,8 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
       name, "lease the next item: print its token, then the value (exit 3 if none is ready)");
   add_vt_option(command, args->vt_ms, "visibility timeout: 500ms, 30s, 5m");
   auto* raw = command->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
-  command->add_flag("--json", args->json, "print JSON (token, attempt, deadline_ms, value)");
+  command->add_flag("--json", args->json,
+                    "print JSON (token, attempt, deadline_ms, priority, value or value_base64)");
   auto* count =
       command
           ->add_option("--count,-n", args->take_count,
@@ -165,11 +170,13 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
   command
       ->add_option("--wait", args->wait_ms,
                    "while none is ready, wait this long for one (exit 3 if none came): 500ms, "
-                   "5s, 1m; woken by a watch, not polling")
+                   "5s, 1m; woken by a watch, not polling. Bounds the command: timed_out (exit 1) "
+                   "if no take could commit by then")
       ->transform(DurationMs());
-  set_action(command, ctx, [open, args, fns, what] {
+  set_action(command, ctx, [&ctx, open, args, fns, what] {
+    ctx.bound_by_wait(args->wait_ms);
     Q q = open();
-    const std::vector<Lease> leases = run_take(q, fns, *args);
+    const std::vector<Lease> leases = run_take(q, fns, *args, *ctx.deadline);
     if (leases.empty()) return print_lease(std::nullopt, *args, what);
     for (const Lease& l : leases) print_lease(l, *args, what);
     return kExitOk;

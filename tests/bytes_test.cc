@@ -1,11 +1,12 @@
-// The key-range arithmetic of common/bytes.h that conflict detection relies on (the etcd engine
-// reads at commit exactly the parts of its read-conflict ranges that no read covered).
+// common/bytes.h: the key-range arithmetic that conflict detection relies on (the etcd engine
+// reads at commit exactly the parts of its read-conflict ranges that no read covered), and base64
+// (lease tokens, the CLI's --json for bytes that are not UTF-8).
+#include "common/bytes.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
-
-#include "common/bytes.h"
 
 namespace kvq {
 namespace {
@@ -36,6 +37,21 @@ TEST(KeyRanges, SubtractKeepsThePartsOutsideEveryCut) {
   const std::string k = "k", after_k = std::string("k") + '\0';
   EXPECT_EQ(show(subtract_ranges({{k, after_k}}, {{k, after_k}})), "");
   EXPECT_EQ(subtract_ranges({{k, after_k}}, {{k, k}}).size(), 1u);
+}
+
+TEST(Base64, MatchesTheTestVectorsOfRfc4648InBothAlphabets) {
+  using common::Base64;
+  const char* plain[][2] = {{"", ""},
+                            {"f", "Zg=="},
+                            {"fo", "Zm8="},
+                            {"foo", "Zm9v"},
+                            {"foob", "Zm9vYg=="},
+                            {"fooba", "Zm9vYmE="},
+                            {"foobar", "Zm9vYmFy"}};
+  for (const auto& [in, out] : plain) EXPECT_EQ(common::base64(in, Base64::kStandard), out) << in;
+  EXPECT_EQ(common::base64("fooba", Base64::kUrl), "Zm9vYmE");
+  EXPECT_EQ(common::base64("\xfb\xff", Base64::kStandard), "+/8=");
+  EXPECT_EQ(common::base64("\xfb\xff", Base64::kUrl), "-_8");
 }
 
 }  // namespace
