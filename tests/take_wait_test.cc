@@ -146,6 +146,15 @@ TEST_P(TakeWaitTest, TakeWaitReturnsNulloptAtItsTimeoutAndRefusesBadInput) {
   EXPECT_EQ(q.stats().leased, 1);
 }
 
+// A take_wait whose every commit fails (spurious conflicts at rate 1) ends at its timeout, within
+// the 1 s an attempt under way may take, instead of retrying forever (it used to never return).
+TEST(TakeWaitFaults, ATakeWaitWhoseCommitsAlwaysFailEndsAtItsTimeout) {
+  Queue q(kvq::open("memory:?conflict_rate=1"), Subspace(Tuple().append("tw")));
+  const auto t0 = Clock::now();
+  EXPECT_EQ(q.take_wait(30s, 200ms), std::nullopt);
+  EXPECT_LT(Clock::now() - t0, 3'000ms);
+}
+
 // A delayed item, pushed before the waiters block: no push comes, yet pop_wait, take_wait and
 // take_min_wait return it soon after it is due.
 TEST_P(TakeWaitTest, ADelayedItemComingDueWakesBlockedWaits) {

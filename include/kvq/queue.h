@@ -207,9 +207,10 @@ class Queue {
   // (nullopt then). Woken by a watch on the size counter (every push writes it) and, with no push,
   // at the due time of the earliest delayed item or lease (read when the wait starts, and again
   // when a delayed push or a nack with a delay writes the delayed-item counter, also watched; an
-  // extend that shortens a lease is noticed at its old deadline). No polling. Throws
-  // invalid_option_value for visibility_timeout <= 0 or over kMaxWorkDuration or timeout < 0, and
-  // engine errors (connection_failed if the engine's watch stream broke).
+  // extend that shortens a lease is noticed at its old deadline). No polling. A take attempt under
+  // way at the timeout may finish up to 1 s later (so commits that keep failing end it too).
+  // Throws invalid_option_value for visibility_timeout <= 0 or over kMaxWorkDuration or
+  // timeout < 0, and engine errors (connection_failed if the engine's watch stream broke).
   std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,
                                  std::chrono::milliseconds timeout);
   // Removes the leased item. Allowed while the lease's fence exists: until the deadline, and after

@@ -106,8 +106,18 @@ std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) 
 std::optional<Lease> ItemStore::take_wait(Side side, milliseconds vt, milliseconds timeout) {
   WorkItems::lease_us(vt);  // invalid_option_value before waiting
   std::optional<Lease> out;
-  wait_for_item(side, timeout, [&](milliseconds) {
-    out = take(side, vt);
+  wait_for_item(side, timeout, [&](milliseconds time_left) {
+    // Bounded as a pop attempt is (a take whose commits keep failing must not outlive the wait).
+    TransactionOptions options;
+    options.timeout = std::max(time_left, kPopAttemptFloor);
+    try {
+      std::vector<Lease> one =
+          run_marked([&](Transaction& tr) { return take_batch(tr, side, 1, vt); }, options);
+      if (!one.empty()) out = std::move(one.front());
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kTransactionTimedOut) throw;
+      return true;  // out of time: nullopt
+    }
     return out.has_value();
   });
   return out;
