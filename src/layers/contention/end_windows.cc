@@ -198,8 +198,8 @@ std::optional<std::int64_t> larger_position(const ItemRange& items,
   }
   if (!held.empty()) {
     // A held key is the item's key with held_prefix for the subspace's prefix.
-    std::string as_item = items.begin.substr(0, items.prefix_size) +
-                          held[0].key.substr(items.held_prefix.size());
+    std::string as_item =
+        items.begin.substr(0, items.prefix_size) + held[0].key.substr(items.held_prefix.size());
     const std::optional<Place> p = place_of(items, as_item);
     if (p && (!last || p->position > last->position)) {
       last = p;

@@ -25,8 +25,9 @@ namespace kvq::detail {
 
 // How run_marked_in marks its attempts.
 struct MarkOptions {
-  // run_once's resolve_for; nullopt: markers.resolve_window().
-  std::optional<std::chrono::milliseconds> resolve_for = std::nullopt;
+  // Whether giving up after commit_unknown_result first asks the marker for
+  // markers.resolve_window() (run_once's resolve_for), or throws at once.
+  bool resolve = true;
   // Finished markers an attempt clears at most (a batch sized to the engine keeps room for few).
   std::size_t max_clears = Markers::kClearPerWrite;
 };
@@ -48,7 +49,7 @@ auto run_marked_in(Transaction& tr, Database& db, Markers& markers, const std::s
         return r;
       },
       [&](Transaction& check) { return Markers::found(check, marker); },
-      options.resolve_for.value_or(markers.resolve_window()));
+      options.resolve ? markers.resolve_window() : std::chrono::milliseconds(0));
   if (marked(std::as_const(result))) markers.finished(marker, cleared);
   return result;
 }

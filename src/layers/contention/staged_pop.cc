@@ -291,7 +291,7 @@ void StagedPops::abandon(const std::string& me, const InHand& in_hand) noexcept 
           }
           return 0;
         },
-        [](int) { return true; }, {.resolve_for = std::chrono::milliseconds(0)});
+        [](int) { return true; }, {.resolve = false});
     detail::contention_stats().abandoned.fetch_add(1, std::memory_order_relaxed);
   } catch (...) {
     // Left for request expiry (see above); the caller rethrows its own error.

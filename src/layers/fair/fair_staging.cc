@@ -10,9 +10,9 @@
 #include <limits>
 #include <utility>
 
+#include "layers/contention/marked_run.h"
 #include "layers/contention/stats.h"
 #include "layers/fair/fair_state.h"
-#include "layers/contention/marked_run.h"
 
 namespace kvq::detail {
 

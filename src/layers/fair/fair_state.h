@@ -24,12 +24,12 @@
 #include "kvq/queue.h"
 #include "layers/combining/combiner.h"
 #include "layers/contention/fulfiller.h"
+#include "layers/contention/marked_run.h"
+#include "layers/contention/markers.h"
 #include "layers/contention/staged_pop.h"
 #include "layers/fair/fair_index.h"
 #include "layers/fair/fair_keys.h"
 #include "layers/fair/tenant_pops.h"
-#include "layers/contention/marked_run.h"
-#include "layers/contention/markers.h"
 
 namespace kvq::detail {
 
