@@ -3,8 +3,8 @@
 // engine with the load average; on the memory engine p50 must be under 10 ms), a delayed item
 // coming due and an expired lease coming back (no push happens then: the wait is bounded by the
 // earliest timer's due time; a timer written during the wait is noticed through a watch of the
-// delayed-item counter), within due_tolerance() of the due time; nullopt at the timeout; bad input
-// refused.
+// delayed-item counter), within due_tolerance() of the due time; nullopt at the timeout, timed_out
+// when the time ran out while commits kept failing; bad input refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
 #include "support/layer_fixture.h"
 #include "support/test_values.h"
@@ -146,13 +147,70 @@ TEST_P(TakeWaitTest, TakeWaitReturnsNulloptAtItsTimeoutAndRefusesBadInput) {
   EXPECT_EQ(q.stats().leased, 1);
 }
 
-// A take_wait whose every commit fails (spurious conflicts at rate 1) ends at its timeout, within
-// the 1 s an attempt under way may take, instead of retrying forever (it used to never return).
-TEST(TakeWaitFaults, ATakeWaitWhoseCommitsAlwaysFailEndsAtItsTimeout) {
-  Queue q(kvq::open("memory:?conflict_rate=1"), Subspace(Tuple().append("tw")));
-  const auto t0 = Clock::now();
-  EXPECT_EQ(q.take_wait(30s, 200ms), std::nullopt);
-  EXPECT_LT(Clock::now() - t0, 3'000ms);
+// Waits whose every commit fails (spurious conflicts at rate 1) over a queue holding items: each
+// ends within its timeout plus the 1 s an attempt under way may take, with timed_out naming the
+// last error, not with nullopt (which says nothing was ready), and removes nothing. Over empty
+// queues the same waits return nullopt: an attempt that finds nothing commits nothing. (take_wait
+// once retried forever here; pop_wait said nullopt; FairQueue's waits retried forever.)
+class WaitFaults : public ::testing::Test {
+ protected:
+  // Runs `wait` and checks that it ends in timed_out naming not_committed, in under 3 s.
+  template <typename Wait>
+  static void expect_timed_out(const std::string& what, Wait&& wait) {
+    SCOPED_TRACE(what);
+    const auto t0 = Clock::now();
+    try {
+      wait();
+      ADD_FAILURE() << "returned instead of throwing timed_out";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kTimedOut) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not_committed"), std::string::npos) << e.what();
+    }
+    EXPECT_GE(Clock::now() - t0, 200ms);
+    EXPECT_LT(Clock::now() - t0, 3'000ms);
+  }
+
+  std::shared_ptr<Database> base_ = kvq::open("memory:");
+  std::shared_ptr<engine::FaultInjectionEngine> faults_ =
+      std::make_shared<engine::FaultInjectionEngine>(base_->engine(),
+                                                     engine::FaultInjectionOptions{});
+  std::shared_ptr<Database> faulty_ = std::make_shared<Database>(faults_, "faulty-memory:");
+  Subspace q_space_{Tuple().append("q")}, pq_space_{Tuple().append("pq")},
+      fair_space_{Tuple().append("fair")};
+};
+
+TEST_F(WaitFaults, WaitsWhoseCommitsAlwaysFailThrowTimedOutAndRemoveNothing) {
+  Queue q(faulty_, q_space_);
+  PriorityQueue pq(faulty_, pq_space_);
+  FairQueue fq(faulty_, fair_space_);
+  q.push("a");
+  pq.push("b", 1);
+  fq.push("t", "c");
+  engine::FaultInjectionOptions always;
+  always.conflict = 1.0;
+  faults_->set_options(always);
+  expect_timed_out("queue pop_wait", [&] { q.pop_wait(200ms); });
+  expect_timed_out("queue take_wait", [&] { q.take_wait(30s, 200ms); });
+  expect_timed_out("pq pop_max_wait", [&] { pq.pop_max_wait(200ms); });
+  expect_timed_out("pq take_min_wait", [&] { pq.take_min_wait(30s, 200ms); });
+  expect_timed_out("fair pop_wait", [&] { fq.pop_wait(200ms); });
+  expect_timed_out("fair take_wait", [&] { fq.take_wait(30s, 200ms); });
+  faults_->set_options({});
+  EXPECT_EQ(q.pop(), "a");
+  EXPECT_EQ(pq.pop_min(), "b");
+  EXPECT_EQ(fq.pop()->value, "c");
+}
+
+TEST_F(WaitFaults, WaitsOverEmptyQueuesStillEndInNullopt) {
+  engine::FaultInjectionOptions always;
+  always.conflict = 1.0;
+  faults_->set_options(always);
+  Queue q(faulty_, q_space_);
+  FairQueue fq(faulty_, fair_space_);
+  EXPECT_EQ(q.pop_wait(100ms), std::nullopt);
+  EXPECT_EQ(q.take_wait(30s, 100ms), std::nullopt);
+  EXPECT_EQ(fq.pop_wait(100ms), std::nullopt);
+  EXPECT_EQ(fq.take_wait(30s, 100ms), std::nullopt);
 }
 
 // A delayed item, pushed before the waiters block: no push comes, yet pop_wait, take_wait and

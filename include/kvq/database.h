@@ -241,6 +241,10 @@ class Transaction {
 
   // Bytes this transaction would send at commit (keys, values, conflict ranges).
   std::size_t approximate_size() const;
+  // Whether it has written anything (a set, clear, atomic op or write-conflict range) since it
+  // began or was reset. A commit without writes checks nothing and never reaches the engine, so it
+  // cannot fail (nor end in commit_unknown_result).
+  bool has_writes() const;
   // What committing now would use, to compare with the database's limits(). May take a read
   // version (no conflict). Cost: linear in the transaction's reads and writes.
   TransactionUsage usage();

@@ -123,7 +123,10 @@ class FairQueue {
   // As pop() inside the caller's transaction.
   std::optional<FairItem> pop(Transaction& tr);
   // As pop(), but while nothing is ready it blocks (on a watch of a counter every push writes)
-  // until an item comes or `timeout` (>= 0, else invalid_option_value) passes: nullopt then.
+  // until an item comes or `timeout` (>= 0, else invalid_option_value) passes: nullopt then. As
+  // Queue::pop_wait, an attempt under way may take up to 1 s more, and one whose commits keep
+  // failing throws timed_out (nothing popped); with options.combine or options.high_contention
+  // the attempts are not bounded by the timeout.
   std::optional<FairItem> pop_wait(std::chrono::milliseconds timeout);
 
   // Takes the front item of the tenant whose turn it is under a lease of `visibility_timeout`
@@ -133,7 +136,7 @@ class FairQueue {
   // commit_unknown_result.
   std::optional<Lease> take(std::chrono::milliseconds visibility_timeout);
   std::optional<Lease> take(Transaction& tr, std::chrono::milliseconds visibility_timeout);
-  // As take(), blocking as pop_wait() while nothing can be taken.
+  // As take(), blocking as pop_wait() while nothing can be taken; timed_out as Queue::take_wait.
   std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,
                                  std::chrono::milliseconds timeout);
 

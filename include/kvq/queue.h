@@ -146,10 +146,12 @@ class Queue {
   std::vector<std::string> pop_batch(Transaction& tr, std::size_t n);
   // As pop(), but while the queue is empty it blocks until an item comes (woken by a watch on the
   // size counter, which every push writes: no polling; and at the due time of the earliest delayed
-  // item or lease, as take_wait) or `timeout` passes: nullopt then. A pop attempt under way at the
-  // timeout may finish up to 1 s later (pop_wait(0) is one try on any engine). Throws
+  // item or lease, as take_wait) or `timeout` passes: nullopt then, meaning the last attempt saw
+  // no item. A pop attempt under way at the timeout may finish up to 1 s later (pop_wait(0) is one
+  // try on any engine); if it cannot (its commits keep failing, or a high-contention pop is not
+  // answered), pop_wait throws timed_out naming the last error, and no item was removed. Throws
   // invalid_option_value for timeout < 0, non-retryable engine errors (connection_failed if the
-  // watch stream broke).
+  // watch stream broke). With options.combine, the attempts are not bounded by the timeout.
   std::optional<std::string> pop_wait(std::chrono::milliseconds timeout);
 
   // The front item without removing it; nullopt if empty. Adds a read conflict on it.
@@ -208,7 +210,8 @@ class Queue {
   // at the due time of the earliest delayed item or lease (read when the wait starts, and again
   // when a delayed push or a nack with a delay writes the delayed-item counter, also watched; an
   // extend that shortens a lease is noticed at its old deadline). No polling. A take attempt under
-  // way at the timeout may finish up to 1 s later (so commits that keep failing end it too).
+  // way at the timeout may finish up to 1 s later; if its commits keep failing it throws
+  // timed_out (naming the last error; no lease was taken) instead of returning nullopt.
   // Throws invalid_option_value for visibility_timeout <= 0 or over kMaxWorkDuration or
   // timeout < 0, and engine errors (connection_failed if the engine's watch stream broke).
   std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,

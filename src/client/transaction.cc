@@ -82,6 +82,7 @@ void Transaction::set_options(const TransactionOptions& options) {
 }
 const TransactionOptions& Transaction::options() const { return live(state_).options(); }
 std::size_t Transaction::approximate_size() const { return live(state_).approximate_size(); }
+bool Transaction::has_writes() const { return live(state_).has_writes(); }
 TransactionUsage Transaction::usage() { return live(state_).usage(); }
 
 // ---- Watch ----

@@ -27,7 +27,7 @@ void TransactionState::commit() {
   check_usable();
   state_ = State::kFailed;  // until the commit succeeds
   try {
-    if (mutations_.empty() && !conflicts_.has_writes()) return commit_read_only();
+    if (!has_writes()) return commit_read_only();
     check_size();
     std::vector<std::optional<std::string>> seen = watch_values();
     engine::CommitResult result = session().commit(build_request());
@@ -116,6 +116,7 @@ void TransactionState::on_error(const Error& error) {
   const std::int64_t delay = backoff_us(retries_, cap, remaining);
   if (delay > 0) common::clock().sleep_for(microseconds(delay));
   ++retries_;
+  last_retried_ = error.what();
   counters_->retries.fetch_add(1, std::memory_order_relaxed);
   if (!watches_.empty())
     fail_pending_watches(Error(ErrorCode::kTransactionCancelled, "the transaction was retried"));
@@ -128,6 +129,7 @@ void TransactionState::reset() {
   clear_attempt();
   options_ = TransactionOptions{};
   retries_ = 0;
+  last_retried_.clear();
   start_ = common::clock().steady_now();
 }
 

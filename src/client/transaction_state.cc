@@ -271,9 +271,10 @@ void TransactionState::check_usable() {
                 "the transaction's commit failed; call on_error() or reset() first");
   }
   if (timed_out()) {
-    throw Error(ErrorCode::kTransactionTimedOut, "the transaction passed its timeout of " +
-                                                     std::to_string(options_.timeout.count()) +
-                                                     " ms");
+    throw Error(ErrorCode::kTransactionTimedOut,
+                "the transaction passed its timeout of " +
+                    std::to_string(options_.timeout.count()) + " ms" +
+                    (last_retried_.empty() ? "" : " retrying after: " + last_retried_));
   }
 }
 

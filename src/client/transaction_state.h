@@ -71,6 +71,7 @@ class TransactionState {
   void set_options(const TransactionOptions& options);
   const TransactionOptions& options() const { return options_; }
   std::size_t approximate_size() const { return size_; }
+  bool has_writes() const { return !mutations_.empty() || conflicts_.has_writes(); }
   TransactionUsage usage();
 
  private:
@@ -109,6 +110,7 @@ class TransactionState {
   TransactionOptions options_;
   std::chrono::steady_clock::time_point start_;
   int retries_ = 0;
+  std::string last_retried_;  // what() of the error on_error last retried; "" after reset()
 
   std::unique_ptr<engine::Session> session_;
   bool has_read_version_ = false;

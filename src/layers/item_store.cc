@@ -155,7 +155,7 @@ std::optional<std::string> ItemStore::pop_alone(Side side, std::chrono::millisec
     return run_marked([&](Transaction& tr) { return pop_plain(tr, side); }, options);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kTransactionTimedOut) {
-      throw Error(ErrorCode::kTimedOut, "queue: pop timed out");
+      throw Error(ErrorCode::kTimedOut, std::string("queue: pop timed out: ") + e.what());
     }
     throw;
   }

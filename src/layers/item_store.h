@@ -108,9 +108,11 @@ class ItemStore {
 
   // ---- blocking waits (waiting.cc) ----
   // A pop that, while the queue is empty, blocks on a watch of the size counter (written by every
-  // push) until an item comes or `timeout` passes (nullopt then).
+  // push) until an item comes or `timeout` passes (nullopt then). Throws timed_out if the time ran
+  // out while an attempt could not finish (layers/waiting.h).
   std::optional<std::string> pop_wait(Side side, std::chrono::milliseconds timeout);
-  // A take (lease of `vt`) that blocks as pop_wait does while no item is ready.
+  // A take (lease of `vt`) that blocks as pop_wait does while no item is ready (and throws
+  // timed_out as it does).
   std::optional<Lease> take_wait(Side side, std::chrono::milliseconds vt,
                                  std::chrono::milliseconds timeout);
 

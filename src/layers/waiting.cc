@@ -9,9 +9,10 @@
 // its due time at the latest; and it watches the delayed-item counter too, which a delayed push or
 // a nack with a delay writes during the wait (a new, maybe earlier, timer). No polling.
 // docs/queues.md, "Blocking waits".
+#include "layers/waiting.h"
+
 #include <array>
 
-#include "common/clock.h"
 #include "kvq/error.h"
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
@@ -29,15 +30,6 @@ constexpr milliseconds kRecheck{5};
 // The least sleep until a timer is due (its due time is on another client's wall clock; a timer
 // already due but not yet moved back is retried after this, not at once).
 constexpr milliseconds kTimerSlack{1};
-// The least time a pop attempt gets, however little of the wait is left: a remote engine needs a
-// few round trips for one pop, and pop_wait(0) means "one try, no waiting", not "no time at all".
-constexpr milliseconds kPopAttemptFloor{1000};
-
-milliseconds left(Clock::time_point deadline) {
-  const auto d = std::chrono::ceil<milliseconds>(deadline - common::clock().steady_now());
-  return d.count() > 0 ? d : milliseconds(0);
-}
-
 // Watches of the size counter and of the delayed-item counter, whether an item was visible when
 // they were armed, and the earliest timer's due time (unix us) then.
 struct Armed {
@@ -49,7 +41,7 @@ struct Armed {
 // How long to sleep on `armed`: until the deadline, the earliest timer's due time, or kRecheck
 // after the second failed attempt in a row while an item was visible.
 milliseconds sleep_bound(const Armed& armed, int visible_in_a_row, Clock::time_point deadline) {
-  milliseconds wait = left(deadline);
+  milliseconds wait = time_left(deadline);
   if (visible_in_a_row > 0) wait = std::min(wait, kRecheck);
   if (armed.next_due_us) {
     const std::int64_t until_due_us = *armed.next_due_us - now_us();
@@ -62,6 +54,18 @@ milliseconds sleep_bound(const Armed& armed, int visible_in_a_row, Clock::time_p
 
 }  // namespace
 
+milliseconds time_left(common::SteadyTime deadline) {
+  const auto d = std::chrono::ceil<milliseconds>(deadline - common::clock().steady_now());
+  return d.count() > 0 ? d : milliseconds(0);
+}
+
+void throw_attempts_timed_out(std::string_view wait, milliseconds timeout, const Error& cause) {
+  throw Error(ErrorCode::kTimedOut,
+              std::string(wait) + ": no attempt could finish within the " +
+                  std::to_string(timeout.count()) + " ms timeout (an attempt gets at least " +
+                  std::to_string(kWaitAttemptFloor.count()) + " ms): " + cause.what());
+}
+
 void ItemStore::wait_for_item(Side side, milliseconds timeout,
                               const std::function<bool(milliseconds)>& attempt) {
   if (timeout.count() < 0) {
@@ -70,7 +74,7 @@ void ItemStore::wait_for_item(Side side, milliseconds timeout,
   const auto deadline = common::clock().steady_now() + timeout;
   int visible_in_a_row = 0;
   for (;;) {
-    if (attempt(left(deadline)) || left(deadline).count() == 0) return;
+    if (attempt(time_left(deadline)) || time_left(deadline).count() == 0) return;
     Armed armed = db_->run([&](Transaction& tr) {
       const bool visible = end_item(tr, side, /*snapshot=*/true).has_value();
       return Armed{{tr.watch(items_.size_key), tr.watch(work_.delayed_key())},
@@ -88,15 +92,15 @@ void ItemStore::wait_for_item(Side side, milliseconds timeout,
 
 std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) {
   std::optional<std::string> out;
-  wait_for_item(side, timeout, [&](milliseconds time_left) {
+  wait_for_item(side, timeout, [&](milliseconds left) {
     // Combined pops take no timeout (they are quick); the others are bounded by the time left,
-    // but get at least kPopAttemptFloor.
-    const auto pop_timeout = combined_ ? milliseconds(0) : std::max(time_left, kPopAttemptFloor);
+    // but get at least kWaitAttemptFloor.
+    const auto pop_timeout = combined_ ? milliseconds(0) : attempt_budget(left);
     try {
       out = pop(side, pop_timeout);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTimedOut) throw;
-      return true;  // out of time: nullopt
+      throw_attempts_timed_out("queue: pop_wait", timeout, e);
     }
     return out.has_value();
   });
@@ -106,17 +110,17 @@ std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) 
 std::optional<Lease> ItemStore::take_wait(Side side, milliseconds vt, milliseconds timeout) {
   WorkItems::lease_us(vt);  // invalid_option_value before waiting
   std::optional<Lease> out;
-  wait_for_item(side, timeout, [&](milliseconds time_left) {
+  wait_for_item(side, timeout, [&](milliseconds left) {
     // Bounded as a pop attempt is (a take whose commits keep failing must not outlive the wait).
     TransactionOptions options;
-    options.timeout = std::max(time_left, kPopAttemptFloor);
+    options.timeout = attempt_budget(left);
     try {
       std::vector<Lease> one =
           run_marked([&](Transaction& tr) { return take_batch(tr, side, 1, vt); }, options);
       if (!one.empty()) out = std::move(one.front());
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTransactionTimedOut) throw;
-      return true;  // out of time: nullopt
+      throw_attempts_timed_out("queue: take_wait", timeout, e);
     }
     return out.has_value();
   });

@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bytes.h"
-#include "tools/kvq/deadline.h"
 #include "tuple/tuple_codec.h"  // FirstInvalidUtf8
 
 namespace kvq::cli {
@@ -44,18 +43,7 @@ std::string Context::database_url() const {
   return default_url();
 }
 
-Context::Context() : deadline(std::make_shared<CommandDeadline>()) {}
-
-void Context::bound_by_wait(std::int64_t wait_ms) {
-  if (wait_ms > 0) deadline->arm(std::chrono::milliseconds(wait_ms));
-}
-
-std::shared_ptr<Database> Context::open() const {
-  std::shared_ptr<Database> db = kvq::open(database_url());
-  if (!deadline->armed()) return db;
-  return std::make_shared<Database>(std::make_shared<DeadlineEngine>(db->engine(), deadline),
-                                    db->url());
-}
+std::shared_ptr<Database> Context::open() const { return kvq::open(database_url()); }
 
 void add_global_options(CLI::App& app, Context& ctx) {
   app.add_option("--db", ctx.url, db_option_help())->check(NonEmpty());
@@ -267,13 +255,12 @@ void add_pop_flags(CLI::App* pop, PopFlags& flags) {
   raw->excludes(count);  // raw values would run together with nothing between them
 }
 
-int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what,
-            CommandDeadline& deadline) {
+int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
   std::vector<std::string> values;
   const auto count = static_cast<std::size_t>(flags.count);
   if (flags.wait_ms > 0) {
     const std::chrono::milliseconds wait(flags.wait_ms);
-    if (auto first = bounded_wait<std::string>(deadline, [&] { return fns.wait(wait); })) {
+    if (auto first = fns.wait(wait)) {
       values.push_back(std::move(*first));
       if (count > 1) {
         for (auto& v : fns.batch(count - 1)) values.push_back(std::move(v));

@@ -41,27 +41,16 @@ class CliError : public std::runtime_error {
   int exit_code_;
 };
 
-class CommandDeadline;  // deadline.h
-
 // The global options and the command chosen on the command line.
 struct Context {
-  Context();
   std::string url;               // --db; empty = not given
   bool high_contention = false;  // --high-contention (queue and pq commands)
   std::function<int()> action;   // set by the leaf subcommand that was given; returns the exit code
-  // The deadline of a command with --wait (deadline.h): unarmed unless bound_by_wait armed it.
-  std::shared_ptr<CommandDeadline> deadline;
-
-  // Arms `deadline` for a command given --wait `wait_ms` (0: not given, nothing to do), so that
-  // the whole command ends soon after it (deadline.h). Call before open().
-  void bound_by_wait(std::int64_t wait_ms);
-
   // The URL queue/pq/dump use: --db, else $KVQ_DB if set and non-empty, else default_url().
   std::string database_url() const;
   // --db, else "memory:" (demo and bench default to a fresh in-memory database).
   std::string url_or_memory() const { return url.empty() ? "memory:" : url; }
-  // kvq::open(database_url()), over a DeadlineEngine if `deadline` is armed. Throws what
-  // kvq::open throws.
+  // kvq::open(database_url()). Throws what kvq::open throws.
   std::shared_ptr<Database> open() const;
 };
 
@@ -125,12 +114,10 @@ struct PopFns {
 // Registers --raw, --timeout, --wait and --count on `pop` (--timeout excludes the other two).
 void add_pop_flags(CLI::App* pop, PopFlags& flags);
 // Runs a pop command and prints each value as print_value does; kExitEmpty if none. With --wait
-// the first value is waited for (pop_wait, bounded by `deadline`: bounded_wait, which throws
-// timed_out if the command gave up) and up to count - 1 more follow in one pop batch; without,
-// up to count values in one pop batch (count 1: a single pop, with --timeout if given). The
-// caller armed `deadline` (Context::bound_by_wait) before opening the database.
-int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what,
-            CommandDeadline& deadline);
+// the first value is waited for (pop_wait, which throws timed_out if no attempt could commit in
+// time) and up to count - 1 more follow in one pop batch; without, up to count values in one pop
+// batch (count 1: a single pop, with --timeout if given).
+int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what);
 
 // `j` as one line of JSON, as every --json prints it. Throws nlohmann::json::type_error for a
 // string that is not valid UTF-8 (never silently replaced): user bytes go in with put_bytes.

@@ -48,13 +48,12 @@ void add_pop(CLI::App* pq, Context& ctx, std::shared_ptr<PqArgs> args, bool max)
             "empty)");
   add_pop_flags(pop, args->pop);
   set_action(pop, ctx, [&ctx, args, max] {
-    ctx.bound_by_wait(args->pop.wait_ms);
     PriorityQueue p = open_pq(ctx, *args);
     PopFns fns{
         [&](std::chrono::milliseconds t) { return max ? p.pop_max(t) : p.pop_min(t); },
         [&](std::chrono::milliseconds t) { return max ? p.pop_max_wait(t) : p.pop_min_wait(t); },
         [&](std::size_t n) { return max ? p.pop_max_batch(n) : p.pop_min_batch(n); }};
-    return run_pop(fns, args->pop, "priority queue", *ctx.deadline);
+    return run_pop(fns, args->pop, "priority queue");
   });
 }
 

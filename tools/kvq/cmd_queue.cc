@@ -45,12 +45,11 @@ void add_pop_and_peek(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> 
   auto* pop = queue->add_subcommand("pop", "remove and print the front value (exit 3 if empty)");
   add_pop_flags(pop, args->pop);
   set_action(pop, ctx, [&ctx, args] {
-    ctx.bound_by_wait(args->pop.wait_ms);
     Queue q = open_queue(ctx, *args);
     PopFns fns{[&](std::chrono::milliseconds t) { return q.pop(t); },
                [&](std::chrono::milliseconds t) { return q.pop_wait(t); },
                [&](std::size_t n) { return q.pop_batch(n); }};
-    return run_pop(fns, args->pop, "queue", *ctx.deadline);
+    return run_pop(fns, args->pop, "queue");
   });
   auto* peek = queue->add_subcommand("peek", "print the front value (exit 3 if empty)");
   peek->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");

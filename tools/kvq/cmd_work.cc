@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "tools/kvq/commands.h"
-#include "tools/kvq/deadline.h"
 
 namespace kvq::cli {
 namespace {
@@ -132,17 +131,16 @@ struct TakeFns {
       wait;
 };
 
-// --wait: block for the first lease (bounded_wait: timed_out if the command gave up; `deadline`
-// armed before `q` was opened), then take the rest of --count at once (as `pop --wait -n`).
+// --wait: block for the first lease (take_wait: timed_out if no take could commit in time), then
+// take the rest of --count at once (as `pop --wait -n`).
 template <typename Q>
-std::vector<Lease> run_take(Q& q, const TakeFns<Q>& fns, const WorkArgs& args,
-                            CommandDeadline& deadline) {
+std::vector<Lease> run_take(Q& q, const TakeFns<Q>& fns, const WorkArgs& args) {
   const std::chrono::milliseconds vt(args.vt_ms);
   const auto count = static_cast<std::size_t>(args.take_count);
   if (args.wait_ms == 0) return fns.batch(q, count, vt);
   std::vector<Lease> out;
   const std::chrono::milliseconds wait(args.wait_ms);
-  if (auto first = bounded_wait<Lease>(deadline, [&] { return fns.wait(q, vt, wait); })) {
+  if (auto first = fns.wait(q, vt, wait)) {
     out.push_back(std::move(*first));
     if (count > 1) {
       for (Lease& l : fns.batch(q, count - 1, vt)) out.push_back(std::move(l));
@@ -173,10 +171,9 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
                    "5s, 1m; woken by a watch, not polling. Bounds the command: timed_out (exit 1) "
                    "if no take could commit by then")
       ->transform(DurationMs());
-  set_action(command, ctx, [&ctx, open, args, fns, what] {
-    ctx.bound_by_wait(args->wait_ms);
+  set_action(command, ctx, [open, args, fns, what] {
     Q q = open();
-    const std::vector<Lease> leases = run_take(q, fns, *args, *ctx.deadline);
+    const std::vector<Lease> leases = run_take(q, fns, *args);
     if (leases.empty()) return print_lease(std::nullopt, *args, what);
     for (const Lease& l : leases) print_lease(l, *args, what);
     return kExitOk;

@@ -20,9 +20,12 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace kvq::history {
@@ -314,6 +317,36 @@ inline Result check(const std::vector<Push>& pushes, const std::vector<Pop>& pop
       std::any_of(pops.begin(), pops.end(), [](const Pop& p) { return p.kind == PopKind::kFifo; });
   if (fifo) detail::check_fifo(m, r);
   return r;
+}
+
+// FIFO over first deliveries (`firsts`: each value's first pop) within each group of items
+// (group_of(push)), leaving out the items first delivered from a PriorityQueue's high end
+// (pop_max takes the newest of a priority) and pops of values never pushed (check() reports
+// those). One Result per group.
+template <typename GroupOf>
+std::vector<Result> check_fifo_within(const std::vector<Push>& pushes,
+                                      const std::vector<Pop>& firsts, GroupOf group_of) {
+  std::unordered_set<std::string> from_top;
+  for (const Pop& p : firsts) {
+    if (p.value && p.kind == PopKind::kMax) from_top.insert(*p.value);
+  }
+  std::map<std::string, std::pair<std::vector<Push>, std::vector<Pop>>> groups;
+  std::unordered_map<std::string, std::string> group_by_value;
+  for (const Push& p : pushes) {
+    if (from_top.contains(p.value)) continue;
+    const std::string g = group_of(p);
+    group_by_value[p.value] = g;
+    groups[g].first.push_back(p);
+  }
+  for (const Pop& p : firsts) {
+    if (!p.value || from_top.contains(*p.value)) continue;
+    auto it = group_by_value.find(*p.value);
+    if (it == group_by_value.end()) continue;
+    groups[it->second].second.push_back({PopKind::kFifo, p.value, p.start, p.end});
+  }
+  std::vector<Result> out;
+  for (const auto& [group, g] : groups) out.push_back(check(g.first, g.second));
+  return out;
 }
 
 }  // namespace kvq::history

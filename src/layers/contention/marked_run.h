@@ -35,22 +35,26 @@ struct MarkOptions {
 // As run_marked below, with `tr` as the first attempt's transaction (run_once_in: what the caller
 // read in it stays read) and `marker` (from markers.make()) chosen by the caller, who may later
 // read it to learn whether an attempt that ended in an error took effect. An attempt writes the
-// marker only if marked(its result) (false: the attempt wrote nothing, so nothing needs telling).
+// marker only if it wrote something and marked(its result) (false: the caller knows the attempt
+// wrote nothing worth telling); an attempt that wrote nothing commits nothing, so it cannot end in
+// commit_unknown_result.
 template <typename Body, typename Marked>
 auto run_marked_in(Transaction& tr, Database& db, Markers& markers, const std::string& marker,
                    Body&& body, Marked&& marked, const MarkOptions& options = {}) {
   std::vector<std::string> cleared;
+  bool wrote_marker = false;  // by the attempt that committed
   auto result = contention::run_once_in(
       tr, db,
       [&](Transaction& attempt) {
         auto r = body(attempt);
         cleared.clear();
-        if (marked(std::as_const(r))) cleared = markers.write(attempt, marker, options.max_clears);
+        wrote_marker = attempt.has_writes() && marked(std::as_const(r));
+        if (wrote_marker) cleared = markers.write(attempt, marker, options.max_clears);
         return r;
       },
       [&](Transaction& check) { return Markers::found(check, marker); },
       options.resolve ? markers.resolve_window() : std::chrono::milliseconds(0));
-  if (marked(std::as_const(result))) markers.finished(marker, cleared);
+  if (wrote_marker) markers.finished(marker, cleared);
   return result;
 }
 

@@ -8,12 +8,12 @@
 #include "kvq/error.h"
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
+#include "layers/waiting.h"
 #include "layers/work_keys.h"
 
 namespace kvq::detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // How long a wait sleeps at least when a wake-up is due but nothing could be served (a tenant at
@@ -43,11 +43,6 @@ QueueOptions tenant_options_of(const FairQueueOptions& o) {
 
 std::int64_t micros(WallClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
-
-milliseconds left(Clock::time_point deadline) {
-  const auto d = std::chrono::ceil<milliseconds>(deadline - common::clock().steady_now());
-  return std::max(d, milliseconds(0));
 }
 
 // A watch of the change counter and when the next wake-up is due (unix us), if there is one.
@@ -136,10 +131,11 @@ FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, 
 }
 
 template <typename T>
-std::optional<T> FairState::serve_marked(const Serve<T>& serve_one) {
+std::optional<T> FairState::serve_marked(const Serve<T>& serve_one,
+                                         const TransactionOptions& options) {
   for (;;) {
-    Turn<T> turn =
-        run_marked([&](Transaction& tr) { return serve<T>(tr, serve_one, kRetirePerTransaction); });
+    Turn<T> turn = run_marked(
+        [&](Transaction& tr) { return serve<T>(tr, serve_one, kRetirePerTransaction); }, options);
     if (turn.done) return std::move(turn.value);
   }
 }
@@ -320,15 +316,24 @@ std::size_t FairState::prefetch_turns(Transaction& tr, const std::vector<RingEnt
 std::optional<Lease> FairState::take(milliseconds vt) { return serve_marked<Lease>(taker(vt)); }
 
 template <typename T>
-std::optional<T> FairState::wait(const std::function<std::optional<T>()>& attempt,
-                                 milliseconds timeout) {
+std::optional<T> FairState::wait(
+    std::string_view name,
+    const std::function<std::optional<T>(const TransactionOptions&)>& attempt,
+    milliseconds timeout) {
   if (timeout.count() < 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "fair queue: wait timeout must be >= 0");
   }
   const auto deadline = common::clock().steady_now() + timeout;
   for (;;) {
-    if (std::optional<T> v = attempt()) return v;
-    if (left(deadline).count() == 0) return std::nullopt;
+    TransactionOptions options;
+    options.timeout = attempt_budget(time_left(deadline));
+    try {
+      if (std::optional<T> v = attempt(options)) return v;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kTransactionTimedOut) throw;
+      throw_attempts_timed_out(name, timeout, e);
+    }
+    if (time_left(deadline).count() == 0) return std::nullopt;
     Armed armed = db_->run([&](Transaction& tr) {
       const KeyRange wakes = keys_.wakes_due(std::numeric_limits<std::int64_t>::max());
       RangeOptions first;
@@ -339,7 +344,7 @@ std::optional<T> FairState::wait(const std::function<std::optional<T>()>& attemp
                    next.empty() ? std::nullopt
                                 : std::optional(keys_.space().unpack(next[0].key).get_int(1))};
     });
-    milliseconds wait = left(deadline);
+    milliseconds wait = time_left(deadline);
     if (armed.next_due) {
       const auto until =
           std::chrono::ceil<milliseconds>(std::chrono::microseconds(*armed.next_due - now_us()));
@@ -351,12 +356,23 @@ std::optional<T> FairState::wait(const std::function<std::optional<T>()>& attemp
 }
 
 std::optional<FairItem> FairState::pop_wait(milliseconds timeout) {
-  return wait<FairItem>([this] { return pop(); }, timeout);
+  return wait<FairItem>(
+      "fair queue: pop_wait",
+      [this](const TransactionOptions& options) {
+        // Combined and high-contention fair pops take no timeout: under commits that always
+        // fail they retry on (docs/reliability.md).
+        if (pops_ || staged_) return pop();
+        return serve_marked<FairItem>(popper(), options);
+      },
+      timeout);
 }
 
 std::optional<Lease> FairState::take_wait(milliseconds vt, milliseconds timeout) {
   const Serve<Lease> take_one = taker(vt);
-  return wait<Lease>([&] { return serve_marked<Lease>(take_one); }, timeout);
+  return wait<Lease>(
+      "fair queue: take_wait",
+      [&](const TransactionOptions& options) { return serve_marked<Lease>(take_one, options); },
+      timeout);
 }
 
 }  // namespace kvq::detail

@@ -63,8 +63,9 @@ class FairState {
   // pop() is combined with the pops of other threads if options.combine.
   std::optional<FairItem> pop();
   std::optional<Lease> take(std::chrono::milliseconds vt);
-  // Blocking forms: try until a value comes or `timeout` (>= 0) passes, waiting on a watch of the
-  // change counter (and for the next wake-up's due time) in between.
+  // Blocking forms: try until a value comes or `timeout` (>= 0) passes (nullopt), waiting on a
+  // watch of the change counter (and for the next wake-up's due time) in between. Throws
+  // timed_out if the time ran out while an attempt's commits kept failing (layers/waiting.h).
   std::optional<FairItem> pop_wait(std::chrono::milliseconds timeout);
   std::optional<Lease> take_wait(std::chrono::milliseconds vt, std::chrono::milliseconds timeout);
 
@@ -79,8 +80,8 @@ class FairState {
   void lease_ended(Transaction& tr, const Lease& lease, std::optional<std::int64_t> due_us) const;
 
   template <typename Body>
-  auto run_marked(Body&& body) {
-    return detail::run_marked(*db_, markers_, std::forward<Body>(body));
+  auto run_marked(Body&& body, const TransactionOptions& options = {}) {
+    return detail::run_marked(*db_, markers_, std::forward<Body>(body), options);
   }
 
   Database& db() const { return *db_; }
@@ -102,7 +103,7 @@ class FairState {
   template <typename T>
   Turn<T> serve(Transaction& tr, const Serve<T>& serve_one, int max_retired);
   template <typename T>
-  std::optional<T> serve_marked(const Serve<T>& serve_one);
+  std::optional<T> serve_marked(const Serve<T>& serve_one, const TransactionOptions& options = {});
   Serve<Lease> taker(std::chrono::milliseconds vt) const;
   // Whether `tenant` has options.max_leased_per_tenant items leased (a limit is set): its leased
   // counter, read as a snapshot, so that takes below the limit do not conflict with the tenant's
@@ -150,8 +151,14 @@ class FairState {
   // The attempt of contended_pops; nullopt if the pops must be staged.
   std::optional<std::vector<std::optional<FairItem>>> pops_fast(std::size_t n);
   std::vector<std::optional<FairItem>> pops_staged(std::size_t n);
+  // The loop of pop_wait and take_wait (`name` names it in errors): attempt(options) (its
+  // transactions bounded by options.timeout: the time left, at least kWaitAttemptFloor) until it
+  // returns a value or `timeout` passes (nullopt); between attempts it sleeps on a watch of the
+  // change counter, until the next wake-up's due time at the latest. Throws timed_out if an
+  // attempt ran out of time (layers/waiting.h).
   template <typename T>
-  std::optional<T> wait(const std::function<std::optional<T>()>& attempt,
+  std::optional<T> wait(std::string_view name,
+                        const std::function<std::optional<T>(const TransactionOptions&)>& attempt,
                         std::chrono::milliseconds timeout);
 
   std::shared_ptr<Database> db_;

@@ -1,0 +1,39 @@
+// What the blocking waits of ItemStore (waiting.cc) and FairState (fair/fair_state.cc) share:
+// how long each attempt of a wait may take, and how a wait whose attempts could not finish in
+// time ends. A wait returns nullopt only when its last attempt found nothing ready; when the time
+// ran out because attempts kept failing (commits refused, a high-contention pop not answered), it
+// throws timed_out naming the last failure: "nothing came" and "could not look" are different
+// answers.
+#ifndef KVQ_LAYERS_WAITING_H_
+#define KVQ_LAYERS_WAITING_H_
+
+#include <algorithm>
+#include <chrono>
+#include <string_view>
+
+#include "common/clock.h"
+#include "kvq/error.h"
+
+namespace kvq::detail {
+
+// The least time an attempt of a wait gets, however little of the wait is left: a remote engine
+// needs a few round trips for one pop, and pop_wait(0) means "one try, no waiting", not "no time
+// at all". So a wait may end up to this long after its timeout.
+inline constexpr std::chrono::milliseconds kWaitAttemptFloor{1000};
+
+// Whole milliseconds from now until `deadline`, rounded up; 0 once it has passed.
+std::chrono::milliseconds time_left(common::SteadyTime deadline);
+
+// How long the next attempt of a wait with `left` of its time left may take.
+inline std::chrono::milliseconds attempt_budget(std::chrono::milliseconds left) {
+  return std::max(left, kWaitAttemptFloor);
+}
+
+// Throws timed_out for the wait named `wait` (e.g. "queue: pop_wait") of `timeout` whose last
+// attempt ran out of time with `cause` (timed_out or transaction_timed_out).
+[[noreturn]] void throw_attempts_timed_out(std::string_view wait, std::chrono::milliseconds timeout,
+                                           const Error& cause);
+
+}  // namespace kvq::detail
+
+#endif  // KVQ_LAYERS_WAITING_H_
