@@ -217,6 +217,36 @@ TEST_P(HighContentionTest, ItemsDeliveredToAnAbandonedGroupGoBack) {
   EXPECT_EQ(q.size(), 1);
 }
 
+// Items delivered to a popper that went away keep their places while they are out: pushes made
+// meanwhile by a client without hints (another process: a fresh Queue object) into the drained
+// queue go behind them, so when they are put back they come first. Before, such pushes restarted
+// at the front positions and the items came back behind them (or among them, by their random
+// parts).
+TEST_P(HighContentionTest, ItemsPutBackAfterADrainComeBeforeItemsPushedMeanwhile) {
+  QueueOptions o;
+  o.high_contention = true;
+  o.contention.request_ttl = std::chrono::milliseconds(1000);
+  Queue q(db_, space_, o);
+  for (int i = 0; i < 3; ++i) q.push("a" + std::to_string(i));
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string gone =
+      common::encode_be64(static_cast<std::uint64_t>(now_ms)) + std::string(12, 'A');
+  staged_->add_phantom_request(gone, /*side=*/0, /*count=*/3);
+  EXPECT_EQ(q.pop(), std::nullopt);  // the phantom got all three: the queue is drained
+  EXPECT_EQ(staged_->delivered(gone), "a0,a1,a2");
+  Queue elsewhere(db_, space_, o);
+  for (int i = 0; i < 3; ++i) elsewhere.push("b" + std::to_string(i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const std::string next(20, 'N');
+  staged_->add_phantom_request(next);  // the next pop queues up behind it, and its batch reclaims
+  EXPECT_EQ(q.pop(), "a1");
+  EXPECT_EQ(staged_->delivered(next), "a0");
+  for (const char* want : {"a2", "b0", "b1", "b2"}) EXPECT_EQ(q.pop(), want);
+  EXPECT_EQ(q.size(), 0);
+}
+
 // Combined pops that find pops waiting queue up as one request per group, not one per pop. The
 // first group waits behind `early` (the lease is held elsewhere); `late`, registered meanwhile,
 // is handed the lease when that group is served (one request per batch), so the next group of

@@ -105,6 +105,16 @@ KeyRange held_range(const ItemRange& items) {
   return {items.held_prefix + '\x00', items.held_prefix + '\xff'};
 }
 
+void set_held(Transaction& tr, const ItemRange& items, std::string_view item_key, bool hold) {
+  if (items.held_prefix.empty()) return;
+  const std::string key = items.held_prefix + std::string(item_key.substr(items.prefix_size));
+  if (hold) {
+    tr.set(key, "");
+  } else {
+    tr.clear(key);
+  }
+}
+
 void add_size(Transaction& tr, const ItemRange& items, std::int64_t delta) {
   tr.atomic_add(items.size_key, delta);
   if (!items.total_key.empty()) tr.atomic_add(items.total_key, delta);

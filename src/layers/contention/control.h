@@ -54,6 +54,10 @@ void check_options(const HighContentionOptions& options);
 
 // The keys of the held places of `items` (ItemRange::held_prefix): an empty range if none kept.
 KeyRange held_range(const ItemRange& items);
+// Keeps (`hold`) or frees the held place of the item at `item_key` of `items` while the item is
+// out of the range (on lease, or delivered to a high-contention pop's slot), so that pushes go
+// behind it; nothing if `items` keeps no held places.
+void set_held(Transaction& tr, const ItemRange& items, std::string_view item_key, bool hold);
 
 // Adds `delta` to the item count of `items`: its size_key, and its total_key if it has one.
 void add_size(Transaction& tr, const ItemRange& items, std::int64_t delta);

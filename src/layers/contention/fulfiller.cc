@@ -21,8 +21,9 @@ constexpr std::size_t kFirstRequestOps = 8;
 constexpr std::size_t kFirstRequestBytes = 2048;
 constexpr std::size_t kTailOps = 16;
 constexpr std::size_t kTailBytes = 4608;
-// What each item beyond a request's first adds on etcd: the read's pin of its key and its clear.
-constexpr std::size_t kItemOps = 2;
+// What each item beyond a request's first adds on etcd: the read's pin of its key, its clear and
+// its held place.
+constexpr std::size_t kItemOps = 3;
 // Abandoned slots one batch looks at.
 constexpr int kReclaimPerBatch = 8;
 // TransactionLimits::max_operations of engines that do not count operations.
@@ -186,6 +187,7 @@ void Fulfiller::put_back(Transaction& tr, const std::string& id, const Slot& s) 
     std::optional<std::string> value = s.value_in_res ? tr.get(keys_.res(id)) : item.value;
     if (!value) throw Error(ErrorCode::kCorruption, "queue: delivered item's value is missing");
     restore(tr, KeyValue{item.key, *value});
+    set_held(tr, items_, item.key, /*hold=*/false);
   }
   tr.clear(keys_.res(id));
   tr.clear(keys_.slot(id));
@@ -194,6 +196,10 @@ void Fulfiller::put_back(Transaction& tr, const std::string& id, const Slot& s) 
 void Fulfiller::restore(Transaction& tr, const KeyValue& item) {
   tr.set(item.key, item.value);
   add_size(tr, items_, 1);
+}
+
+void Fulfiller::consumed(Transaction& tr, const std::vector<KeyValue>& items) {
+  for (const KeyValue& item : items) set_held(tr, items_, item.key, /*hold=*/false);
 }
 
 bool Fulfiller::has_abandoned(Transaction& tr) {
@@ -394,9 +400,15 @@ void Fulfiller::deliver(Transaction& tr, Batch& b, const Request& req,
   if (mine) {
     tr.clear(slot);  // the fulfiller takes its own items directly
     for (const KeyValue* item : items) b.mine_items.push_back(*item);
-  } else if (items.empty()) {
+    return;
+  }
+  if (items.empty()) {
     tr.set(slot, empty_slot());
-  } else if (auto inline_slot = delivered_inline(items)) {
+    return;
+  }
+  // Until the popper consumes them (or they are put back), pushes go behind the items' places.
+  for (const KeyValue* item : items) set_held(tr, items_, item->key, /*hold=*/true);
+  if (auto inline_slot = delivered_inline(items)) {
     tr.set(slot, *inline_slot);
   } else {
     tr.set(keys_.res(req.id), items[0]->value);  // pick_items: only a single item fails to inline

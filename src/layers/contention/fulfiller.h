@@ -71,11 +71,13 @@ class Fulfiller {
   void serve_all(Transaction& tr);
   // Passes the lease from `me` (giving up) to the oldest other waiting request, or frees it.
   void pass_baton(Transaction& tr, const std::string& me);
-  // Puts the items delivered to slot `s` of request `id` back at their keys (+1 to the size each)
-  // and clears the slot and its res key.
+  // Puts the items delivered to slot `s` of request `id` back at their keys (+1 to the size each),
+  // frees their held places and clears the slot and its res key.
   void put_back(Transaction& tr, const std::string& id, const Slot& s);
   // Puts `item` back at its key (+1 to the size).
   void restore(Transaction& tr, const KeyValue& item);
+  // Frees the held places of `items`, delivered to a slot whose popper now takes them.
+  void consumed(Transaction& tr, const std::vector<KeyValue>& items);
   // True if some slot is older than request_ttl (snapshot read): a batch would reclaim it.
   bool has_abandoned(Transaction& tr);
 

@@ -244,6 +244,7 @@ StagedPops::Outcome StagedPops::settle(Transaction& first, const std::string& me
         }
         if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, {}};
         if (s.kind == Slot::kDelivered) take_delivered(tr, me, &s);
+        fulfiller_.consumed(tr, s.items);
         in_hand->items = s.items;
         tr.clear(slot);
         return Outcome{false, std::move(s.items)};
