@@ -39,6 +39,20 @@ bool wrote_batch(const Fulfiller::Result& r) {
   return r.kind != Fulfiller::Result::kNotLeader && r.kind != Fulfiller::Result::kMineServed;
 }
 
+// Adds what a fulfilment batch `r`, committed after `attempts` attempts, did to the stats.
+void count_batch(const Fulfiller::Result& r, int attempts) {
+  detail::ContentionStats& stats = detail::contention_stats();
+  stats.batch_conflicts.fetch_add(static_cast<std::uint64_t>(attempts - 1),
+                                  std::memory_order_relaxed);
+  stats.expired.fetch_add(r.expired, std::memory_order_relaxed);
+  stats.reclaimed.fetch_add(r.reclaimed, std::memory_order_relaxed);
+  if (r.cut) stats.budget_cuts.fetch_add(1, std::memory_order_relaxed);
+  if (r.kind == Fulfiller::Result::kServedOthers || r.kind == Fulfiller::Result::kMineTaken) {
+    stats.batches.fetch_add(1, std::memory_order_relaxed);
+    stats.served.fetch_add(r.served, std::memory_order_relaxed);
+  }
+}
+
 }  // namespace
 
 StagedPops::StagedPops(std::shared_ptr<Database> db, const Subspace& control, ItemRange items,
@@ -176,32 +190,23 @@ std::string StagedPops::next_after(const std::vector<std::string>& ids, const st
 // (nullopt: wait again). A batch that takes our items leaves them in `in_hand` while it may commit.
 std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
                                                     Clock::time_point deadline, InHand* in_hand) {
-  detail::ContentionStats& stats = detail::contention_stats();
   for (;;) {
     if (common::clock().steady_now() >= deadline) return std::nullopt;
     int attempts = 0;
+    // One attempt at a batch; after a conflict, the newest request is left to take the lease.
+    auto batch_attempt = [&](Transaction& attempt) {
+      Fulfiller::Result batch = fulfiller_.leased_batch(attempt, me, attempts++ > 0);
+      // Our items are in hand while this attempt may commit (abandon() may put them back).
+      in_hand->items.clear();
+      if (batch.kind == Fulfiller::Result::kMineTaken) in_hand->items = batch.items;
+      return batch;
+    };
     in_hand->marker = markers_.make();
     Transaction tr = db_->create_transaction(kBatchOptions);
-    Fulfiller::Result r = detail::run_marked_in(tr, *db_, markers_, in_hand->marker,
-                                                [&](Transaction& attempt) {
-                                                  Fulfiller::Result batch = fulfiller_.leased_batch(
-                                                      attempt, me, attempts++ > 0);
-                                                  in_hand->items.clear();
-                                                  if (batch.kind == Fulfiller::Result::kMineTaken)
-                                                    in_hand->items = batch.items;
-                                                  return batch;
-                                                },
+    Fulfiller::Result r = detail::run_marked_in(tr, *db_, markers_, in_hand->marker, batch_attempt,
                                                 wrote_batch, {.max_clears = kBatchMarkerClears});
     if (r.kind != Fulfiller::Result::kMineTaken) in_hand->items.clear();  // an earlier attempt's
-    stats.batch_conflicts.fetch_add(static_cast<std::uint64_t>(attempts - 1),
-                                    std::memory_order_relaxed);
-    stats.expired.fetch_add(r.expired, std::memory_order_relaxed);
-    stats.reclaimed.fetch_add(r.reclaimed, std::memory_order_relaxed);
-    if (r.cut) stats.budget_cuts.fetch_add(1, std::memory_order_relaxed);
-    if (r.kind == Fulfiller::Result::kServedOthers || r.kind == Fulfiller::Result::kMineTaken) {
-      stats.batches.fetch_add(1, std::memory_order_relaxed);
-      stats.served.fetch_add(r.served, std::memory_order_relaxed);
-    }
+    count_batch(r, attempts);
     if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.items)};
     if (r.kind != Fulfiller::Result::kServedOthers) return std::nullopt;
   }
