@@ -201,6 +201,27 @@ TEST_F(WaitFaults, WaitsWhoseCommitsAlwaysFailThrowTimedOutAndRemoveNothing) {
   EXPECT_EQ(fq.pop()->value, "c");
 }
 
+// The same with high-contention pops, whose attempt registers a request when its pop fails: the
+// registration is bounded by the wait too (it retried forever before).
+TEST_F(WaitFaults, HighContentionWaitsWhoseCommitsAlwaysFailThrowTimedOut) {
+  QueueOptions qo;
+  qo.high_contention = true;
+  FairQueueOptions fo;
+  fo.high_contention = true;
+  Queue q(faulty_, q_space_, qo);
+  FairQueue fq(faulty_, fair_space_, fo);
+  q.push("a");
+  fq.push("t", "c");
+  engine::FaultInjectionOptions always;
+  always.conflict = 1.0;
+  faults_->set_options(always);
+  expect_timed_out("queue hc pop_wait", [&] { q.pop_wait(200ms); });
+  expect_timed_out("fair hc pop_wait", [&] { fq.pop_wait(200ms); });
+  faults_->set_options({});
+  EXPECT_EQ(q.pop(), "a");
+  EXPECT_EQ(fq.pop()->value, "c");
+}
+
 TEST_F(WaitFaults, WaitsOverEmptyQueuesStillEndInNullopt) {
   engine::FaultInjectionOptions always;
   always.conflict = 1.0;

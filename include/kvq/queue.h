@@ -88,9 +88,10 @@ struct QueueOptions {
   bool combine = false;
   // With combine: favour the tail latency over throughput when the process has more threads on
   // this object than cores. A thread about to lead a group of its own operation alone, right after
-  // a group of several was served, first yields its core to the threads that group woke. Measured
-  // on 2 cores, 32 threads: push and pop p99 2-4 ms -> 0.4-0.7 ms, for 10-35 % fewer operations per
-  // second (docs/benchmarks.md, run F). Default: false.
+  // a group of several was served, first yields its core to the threads that group woke, and
+  // waiting threads do not poll. Measured on 2 cores, 32 threads: push and pop p99 2-5 ms ->
+  // 0.4-0.9 ms; operations per second 10-35 % fewer while other processes loaded the machine
+  // (runs F, G), 30-60 % more on a quiet one (run H; docs/benchmarks.md). Default: false.
   bool combine_favors_latency = false;
 };
 

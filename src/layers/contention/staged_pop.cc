@@ -79,7 +79,7 @@ std::vector<std::string> StagedPops::pop_many(Side side, std::int64_t n,
 
 std::vector<KeyValue> StagedPops::pop_items(Side side, std::int64_t n, Clock::time_point deadline) {
   for (;;) {
-    const std::string me = register_request(side, n);
+    const std::string me = register_request(side, n, deadline);
     InHand in_hand;
     Outcome o;
     try {
@@ -98,20 +98,34 @@ bool StagedPops::requests_waiting(Transaction& tr) {
   return waiting && common::decode_le64(*waiting) != 0;
 }
 
-std::string StagedPops::register_request(Side side, std::int64_t n) {
+std::string StagedPops::register_request(Side side, std::int64_t n, Clock::time_point deadline) {
   const std::string id = new_request_id();
   const std::string slot = keys_.slot(id);
   const std::string value = encode_request({id, side, n});
   detail::contention_stats().requests.fetch_add(1, std::memory_order_relaxed);
-  run_once(
-      *db_,
-      [&](Transaction& tr) {
-        tr.set_versionstamped_key(keys_.req_placeholder(), value);
-        tr.atomic_add(keys_.waiting(), std::int64_t{1});
-        tr.set_versionstamped_value(slot, waiting_slot_placeholder());
-        return 0;
-      },
-      [&](Transaction& tr) { return tr.get(slot).has_value(); });
+  TransactionOptions options;
+  if (deadline != Clock::time_point::max()) {
+    options.timeout = std::max(
+        std::chrono::milliseconds(1),
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - common::clock().steady_now()));
+  }
+  try {
+    run_once(
+        *db_,
+        [&](Transaction& tr) {
+          tr.set_versionstamped_key(keys_.req_placeholder(), value);
+          tr.atomic_add(keys_.waiting(), std::int64_t{1});
+          tr.set_versionstamped_value(slot, waiting_slot_placeholder());
+          return 0;
+        },
+        [&](Transaction& tr) { return tr.get(slot).has_value(); }, options);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTransactionTimedOut) throw;
+    throw Error(
+        ErrorCode::kTimedOut,
+        std::string("queue: a high-contention pop could not register its request in time: ") +
+            e.what());
+  }
   return id;
 }
 

@@ -82,7 +82,9 @@ class StagedPops {
     std::vector<KeyValue> items;
   };
 
-  std::string register_request(Side side, std::int64_t n);
+  // Throws timed_out if the registration could not commit by `deadline` (if it committed
+  // unknowingly, the request expires after request_ttl: Fulfiller).
+  std::string register_request(Side side, std::int64_t n, Clock::time_point deadline);
   // `in_hand`: what a transaction of ours took (set while it may commit).
   Outcome await(const std::string& me, Clock::time_point deadline, InHand* in_hand);
   void hint_await_reads(Transaction& tr, const std::string& slot);

@@ -59,7 +59,8 @@ contention::Refilled FairState::stage_turns(Transaction& tr, std::size_t n,
   return out;
 }
 
-std::vector<std::optional<FairItem>> FairState::contended_pops(std::size_t n) {
+std::vector<std::optional<FairItem>> FairState::contended_pops(std::size_t n,
+                                                               Clock::time_point deadline) {
   ContentionStats& stats = contention_stats();
   for (;;) {
     std::optional<std::vector<std::optional<FairItem>>> got = pops_fast(n);
@@ -70,7 +71,7 @@ std::vector<std::optional<FairItem>> FairState::contended_pops(std::size_t n) {
     return std::move(*got);
   }
   stats.staged_pops.fetch_add(n, std::memory_order_relaxed);
-  return pops_staged(n);
+  return pops_staged(n, deadline);
 }
 
 // As ItemStore::pop_batch_fast: one marked attempt, unless requests are waiting. A queue that
@@ -87,10 +88,10 @@ std::optional<std::vector<std::optional<FairItem>>> FairState::pops_fast(std::si
   });
 }
 
-std::vector<std::optional<FairItem>> FairState::pops_staged(std::size_t n) {
+std::vector<std::optional<FairItem>> FairState::pops_staged(std::size_t n,
+                                                            Clock::time_point deadline) {
   std::vector<KeyValue> items =
-      staged_->pop_items(contention::Side::kFront, static_cast<std::int64_t>(n),
-                         contention::StagedPops::Clock::time_point::max());
+      staged_->pop_items(contention::Side::kFront, static_cast<std::int64_t>(n), deadline);
   if (items.empty()) return std::vector<std::optional<FairItem>>(n);  // nothing was ready
   std::vector<std::optional<FairItem>> out;
   for (KeyValue& kv : items) {

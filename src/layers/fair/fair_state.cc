@@ -330,7 +330,7 @@ std::optional<T> FairState::wait(
     try {
       if (std::optional<T> v = attempt(options)) return v;
     } catch (const Error& e) {
-      if (e.code() != ErrorCode::kTransactionTimedOut) throw;
+      if (e.code() != ErrorCode::kTransactionTimedOut && e.code() != ErrorCode::kTimedOut) throw;
       throw_attempts_timed_out(name, timeout, e);
     }
     if (time_left(deadline).count() == 0) return std::nullopt;
@@ -359,9 +359,13 @@ std::optional<FairItem> FairState::pop_wait(milliseconds timeout) {
   return wait<FairItem>(
       "fair queue: pop_wait",
       [this](const TransactionOptions& options) {
-        // Combined and high-contention fair pops take no timeout: under commits that always
-        // fail they retry on (docs/reliability.md).
-        if (pops_ || staged_) return pop();
+        // Combined pops take no timeout (as Queue's): under commits that always fail they retry
+        // on (docs/reliability.md).
+        if (pops_) return pop();
+        if (staged_) {
+          return std::move(
+              contended_pops(1, common::clock().steady_now() + options.timeout).front());
+        }
         return serve_marked<FairItem>(popper(), options);
       },
       timeout);

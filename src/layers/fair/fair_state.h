@@ -146,11 +146,14 @@ class FairState {
   contention::Refilled stage_turns(Transaction& tr, std::size_t n, const TransactionLimits& room);
   // `n` pops (a combined group, or one): one marked attempt at pops_that_fit unless requests are
   // waiting; if they are, or the attempt conflicts, staged as one request behind them. Between 1
-  // and n results, as pops_that_fit (n nullopt if nothing was ready).
-  std::vector<std::optional<FairItem>> contended_pops(std::size_t n);
+  // and n results, as pops_that_fit (n nullopt if nothing was ready). Throws timed_out if the
+  // staged pops are not answered by `deadline` (StagedPops).
+  using Clock = contention::StagedPops::Clock;
+  std::vector<std::optional<FairItem>> contended_pops(
+      std::size_t n, Clock::time_point deadline = Clock::time_point::max());
   // The attempt of contended_pops; nullopt if the pops must be staged.
   std::optional<std::vector<std::optional<FairItem>>> pops_fast(std::size_t n);
-  std::vector<std::optional<FairItem>> pops_staged(std::size_t n);
+  std::vector<std::optional<FairItem>> pops_staged(std::size_t n, Clock::time_point deadline);
   // The loop of pop_wait and take_wait (`name` names it in errors): attempt(options) (its
   // transactions bounded by options.timeout: the time left, at least kWaitAttemptFloor) until it
   // returns a value or `timeout` passes (nullopt); between attempts it sleeps on a watch of the
