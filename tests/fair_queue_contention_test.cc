@@ -10,7 +10,6 @@
 #include <string>
 #include <thread>
 
-#include "common/bytes.h"
 #include "kvq/kvq.h"
 #include "layers/contention/stats.h"
 #include "support/fair_fixture.h"
@@ -92,12 +91,7 @@ TEST_P(FairContentionTest, DeliveriesToAPopperThatWentAwayGoBackFirstInLine) {
   FairQueue fq = hc(o);
   push_many(fq, "A", 3);
   push_many(fq, "B", 3);
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  // A request id starts with its creation time (unix ms, big-endian).
-  const std::string gone =
-      common::encode_be64(static_cast<std::uint64_t>(now_ms)) + std::string(12, 'G');
+  const std::string gone = testing::StagedRequests::request_id_created_now('G');
   staged_->add_phantom_request(gone, /*side=*/0, /*count=*/2);
   EXPECT_EQ(str(fq.pop()), "A/A-1");
   EXPECT_EQ(staged_->delivered(gone), "A-0,B-0");

@@ -9,7 +9,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/bytes.h"
 #include "kvq/kvq.h"
 #include "layers/contention/stats.h"
 #include "support/layer_fixture.h"
@@ -199,12 +198,7 @@ TEST_P(HighContentionTest, ItemsDeliveredToAnAbandonedGroupGoBack) {
   o.contention.request_ttl = std::chrono::milliseconds(1000);
   Queue q(db_, space_, o);
   for (int i = 0; i < 4; ++i) q.push("item-" + std::to_string(i));
-  // A request id starts with its creation time (unix ms, big-endian).
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  const std::string gone =
-      common::encode_be64(static_cast<std::uint64_t>(now_ms)) + std::string(12, 'A');
+  const std::string gone = testing::StagedRequests::request_id_created_now('A');
   staged_->add_phantom_request(gone, /*side=*/0, /*count=*/3);
   EXPECT_EQ(q.pop(), "item-3");
   EXPECT_EQ(staged_->delivered(gone), "item-0,item-1,item-2");
@@ -228,11 +222,7 @@ TEST_P(HighContentionTest, ItemsPutBackAfterADrainComeBeforeItemsPushedMeanwhile
   o.contention.request_ttl = std::chrono::milliseconds(1000);
   Queue q(db_, space_, o);
   for (int i = 0; i < 3; ++i) q.push("a" + std::to_string(i));
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  const std::string gone =
-      common::encode_be64(static_cast<std::uint64_t>(now_ms)) + std::string(12, 'A');
+  const std::string gone = testing::StagedRequests::request_id_created_now('A');
   staged_->add_phantom_request(gone, /*side=*/0, /*count=*/3);
   EXPECT_EQ(q.pop(), std::nullopt);  // the phantom got all three: the queue is drained
   EXPECT_EQ(staged_->delivered(gone), "a0,a1,a2");

@@ -24,6 +24,14 @@ class StagedRequests {
   StagedRequests(std::shared_ptr<Database> db, Subspace control)
       : db_(std::move(db)), control_(std::move(control)) {}
 
+  // A 20-byte request id that starts, as every request id does, with its creation time (unix ms,
+  // big-endian): now, so that the request expires request_ttl from now. `fill` makes the rest.
+  static std::string request_id_created_now(char fill) {
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    return common::encode_be64(static_cast<std::uint64_t>(now_ms)) + std::string(12, fill);
+  }
   // The slot key of request `id`.
   std::string slot_key(const std::string& id) const {
     return control_.pack(Tuple().append("slot").append(Bytes(id)));
