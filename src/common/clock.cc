@@ -36,6 +36,11 @@ SteadyTime deadline_after(std::chrono::milliseconds timeout) {
   return clock().steady_now() + timeout;
 }
 
+std::chrono::milliseconds time_left(SteadyTime deadline) {
+  const auto d = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock().steady_now());
+  return d.count() > 0 ? d : std::chrono::milliseconds(0);
+}
+
 std::int64_t wall_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              clock().wall_now().time_since_epoch())

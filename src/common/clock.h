@@ -54,6 +54,10 @@ Clock& clock();
 // (e.g. milliseconds::max(), which would overflow now + timeout).
 SteadyTime deadline_after(std::chrono::milliseconds timeout);
 
+// Whole milliseconds from the installed clock's now until `deadline`, rounded up; 0 once it has
+// passed.
+std::chrono::milliseconds time_left(SteadyTime deadline);
+
 // Microseconds of the installed clock's wall time since the Unix epoch.
 std::int64_t wall_now_us();
 

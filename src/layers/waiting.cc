@@ -13,6 +13,7 @@
 
 #include <array>
 
+#include "common/clock.h"
 #include "kvq/error.h"
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
@@ -41,7 +42,7 @@ struct Armed {
 // How long to sleep on `armed`: until the deadline, the earliest timer's due time, or kRecheck
 // after the second failed attempt in a row while an item was visible.
 milliseconds sleep_bound(const Armed& armed, int visible_in_a_row, Clock::time_point deadline) {
-  milliseconds wait = time_left(deadline);
+  milliseconds wait = common::time_left(deadline);
   if (visible_in_a_row > 0) wait = std::min(wait, kRecheck);
   if (armed.next_due_us) {
     const std::int64_t until_due_us = *armed.next_due_us - now_us();
@@ -53,11 +54,6 @@ milliseconds sleep_bound(const Armed& armed, int visible_in_a_row, Clock::time_p
 }
 
 }  // namespace
-
-milliseconds time_left(common::SteadyTime deadline) {
-  const auto d = std::chrono::ceil<milliseconds>(deadline - common::clock().steady_now());
-  return d.count() > 0 ? d : milliseconds(0);
-}
 
 void throw_attempts_timed_out(std::string_view wait, milliseconds timeout, const Error& cause) {
   throw Error(ErrorCode::kTimedOut,
@@ -74,7 +70,7 @@ void ItemStore::wait_for_item(Side side, milliseconds timeout,
   const auto deadline = common::clock().steady_now() + timeout;
   int visible_in_a_row = 0;
   for (;;) {
-    if (attempt(time_left(deadline)) || time_left(deadline).count() == 0) return;
+    if (attempt(common::time_left(deadline)) || common::time_left(deadline).count() == 0) return;
     Armed armed = db_->run([&](Transaction& tr) {
       const bool visible = end_item(tr, side, /*snapshot=*/true).has_value();
       return Armed{{tr.watch(items_.size_key), tr.watch(work_.delayed_key())},
@@ -96,12 +92,7 @@ std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) 
     // Combined pops take no timeout (they are quick); the others are bounded by the time left,
     // but get at least kWaitAttemptFloor.
     const auto pop_timeout = combined_ ? milliseconds(0) : attempt_budget(left);
-    try {
-      out = pop(side, pop_timeout);
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kTimedOut) throw;
-      throw_attempts_timed_out("queue: pop_wait", timeout, e);
-    }
+    out = run_wait_attempt("queue: pop_wait", timeout, [&] { return pop(side, pop_timeout); });
     return out.has_value();
   });
   return out;
@@ -114,14 +105,10 @@ std::optional<Lease> ItemStore::take_wait(Side side, milliseconds vt, millisecon
     // Bounded as a pop attempt is (a take whose commits keep failing must not outlive the wait).
     TransactionOptions options;
     options.timeout = attempt_budget(left);
-    try {
-      std::vector<Lease> one =
-          run_marked([&](Transaction& tr) { return take_batch(tr, side, 1, vt); }, options);
-      if (!one.empty()) out = std::move(one.front());
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kTransactionTimedOut) throw;
-      throw_attempts_timed_out("queue: take_wait", timeout, e);
-    }
+    std::vector<Lease> one = run_wait_attempt("queue: take_wait", timeout, [&] {
+      return run_marked([&](Transaction& tr) { return take_batch(tr, side, 1, vt); }, options);
+    });
+    if (!one.empty()) out = std::move(one.front());
     return out.has_value();
   });
   return out;

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <string_view>
 
-#include "common/clock.h"
 #include "kvq/error.h"
 
 namespace kvq::detail {
@@ -20,9 +19,6 @@ namespace kvq::detail {
 // needs a few round trips for one pop, and pop_wait(0) means "one try, no waiting", not "no time
 // at all". So a wait may end up to this long after its timeout.
 inline constexpr std::chrono::milliseconds kWaitAttemptFloor{1000};
-
-// Whole milliseconds from now until `deadline`, rounded up; 0 once it has passed.
-std::chrono::milliseconds time_left(common::SteadyTime deadline);
 
 // How long the next attempt of a wait with `left` of its time left may take.
 inline std::chrono::milliseconds attempt_budget(std::chrono::milliseconds left) {
@@ -33,6 +29,18 @@ inline std::chrono::milliseconds attempt_budget(std::chrono::milliseconds left) 
 // attempt ran out of time with `cause` (timed_out or transaction_timed_out).
 [[noreturn]] void throw_attempts_timed_out(std::string_view wait, std::chrono::milliseconds timeout,
                                            const Error& cause);
+
+// Returns attempt(), one attempt of the wait named `wait` of `timeout`; if the attempt ran out of
+// its time (timed_out or transaction_timed_out), calls throw_attempts_timed_out instead.
+template <typename Attempt>
+auto run_wait_attempt(std::string_view wait, std::chrono::milliseconds timeout, Attempt&& attempt) {
+  try {
+    return attempt();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTimedOut && e.code() != ErrorCode::kTransactionTimedOut) throw;
+    throw_attempts_timed_out(wait, timeout, e);
+  }
+}
 
 }  // namespace kvq::detail
 

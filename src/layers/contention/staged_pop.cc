@@ -105,9 +105,7 @@ std::string StagedPops::register_request(Side side, std::int64_t n, Clock::time_
   detail::contention_stats().requests.fetch_add(1, std::memory_order_relaxed);
   TransactionOptions options;
   if (deadline != Clock::time_point::max()) {
-    options.timeout = std::max(
-        std::chrono::milliseconds(1),
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - common::clock().steady_now()));
+    options.timeout = std::max(std::chrono::milliseconds(1), common::time_left(deadline));
   }
   try {
     run_once(

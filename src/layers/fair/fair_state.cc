@@ -326,14 +326,11 @@ std::optional<T> FairState::wait(
   const auto deadline = common::clock().steady_now() + timeout;
   for (;;) {
     TransactionOptions options;
-    options.timeout = attempt_budget(time_left(deadline));
-    try {
-      if (std::optional<T> v = attempt(options)) return v;
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kTransactionTimedOut && e.code() != ErrorCode::kTimedOut) throw;
-      throw_attempts_timed_out(name, timeout, e);
+    options.timeout = attempt_budget(common::time_left(deadline));
+    if (std::optional<T> v = run_wait_attempt(name, timeout, [&] { return attempt(options); })) {
+      return v;
     }
-    if (time_left(deadline).count() == 0) return std::nullopt;
+    if (common::time_left(deadline).count() == 0) return std::nullopt;
     Armed armed = db_->run([&](Transaction& tr) {
       const KeyRange wakes = keys_.wakes_due(std::numeric_limits<std::int64_t>::max());
       RangeOptions first;
@@ -344,7 +341,7 @@ std::optional<T> FairState::wait(
                    next.empty() ? std::nullopt
                                 : std::optional(keys_.space().unpack(next[0].key).get_int(1))};
     });
-    milliseconds wait = time_left(deadline);
+    milliseconds wait = common::time_left(deadline);
     if (armed.next_due) {
       const auto until =
           std::chrono::ceil<milliseconds>(std::chrono::microseconds(*armed.next_due - now_us()));
