@@ -170,6 +170,36 @@ class WaitFaults : public ::testing::Test {
     EXPECT_LT(Clock::now() - t0, 3'000ms);
   }
 
+  void fail_every_commit() {
+    engine::FaultInjectionOptions always;
+    always.conflict = 1.0;
+    faults_->set_options(always);
+  }
+  void restore_commits() { faults_->set_options({}); }
+
+  // With an item in each of a Queue, a PriorityQueue and a FairQueue made with these options (in
+  // `mode`'s own subspaces), checks that their pop waits under commits that always fail end in
+  // timed_out and leave the items.
+  void expect_pop_waits_time_out(const std::string& mode, const QueueOptions& qo,
+                                 const FairQueueOptions& fo) {
+    SCOPED_TRACE(mode);
+    const Tuple in = Tuple().append(mode);
+    Queue q(faulty_, q_space_.subspace(in), qo);
+    PriorityQueue pq(faulty_, pq_space_.subspace(in), qo);
+    FairQueue fq(faulty_, fair_space_.subspace(in), fo);
+    q.push("a");
+    pq.push("b", 1);
+    fq.push("t", "c");
+    fail_every_commit();
+    expect_timed_out("queue pop_wait", [&] { q.pop_wait(200ms); });
+    expect_timed_out("pq pop_max_wait", [&] { pq.pop_max_wait(200ms); });
+    expect_timed_out("fair pop_wait", [&] { fq.pop_wait(200ms); });
+    restore_commits();
+    EXPECT_EQ(q.pop(), "a");
+    EXPECT_EQ(pq.pop_min(), "b");
+    EXPECT_EQ(fq.pop()->value, "c");
+  }
+
   std::shared_ptr<Database> base_ = kvq::open("memory:");
   std::shared_ptr<engine::FaultInjectionEngine> faults_ =
       std::make_shared<engine::FaultInjectionEngine>(base_->engine(),
@@ -186,46 +216,78 @@ TEST_F(WaitFaults, WaitsWhoseCommitsAlwaysFailThrowTimedOutAndRemoveNothing) {
   q.push("a");
   pq.push("b", 1);
   fq.push("t", "c");
-  engine::FaultInjectionOptions always;
-  always.conflict = 1.0;
-  faults_->set_options(always);
-  expect_timed_out("queue pop_wait", [&] { q.pop_wait(200ms); });
+  fail_every_commit();
   expect_timed_out("queue take_wait", [&] { q.take_wait(30s, 200ms); });
-  expect_timed_out("pq pop_max_wait", [&] { pq.pop_max_wait(200ms); });
   expect_timed_out("pq take_min_wait", [&] { pq.take_min_wait(30s, 200ms); });
-  expect_timed_out("fair pop_wait", [&] { fq.pop_wait(200ms); });
   expect_timed_out("fair take_wait", [&] { fq.take_wait(30s, 200ms); });
-  faults_->set_options({});
+  restore_commits();
   EXPECT_EQ(q.pop(), "a");
   EXPECT_EQ(pq.pop_min(), "b");
   EXPECT_EQ(fq.pop()->value, "c");
+  expect_pop_waits_time_out("plain", {}, {});
 }
 
 // The same with high-contention pops, whose attempt registers a request when its pop fails: the
-// registration is bounded by the wait too (it retried forever before).
-TEST_F(WaitFaults, HighContentionWaitsWhoseCommitsAlwaysFailThrowTimedOut) {
+// registration is bounded by the wait too (it retried forever before); and with combined pops
+// (options.combine), plain and high-contention: a group's batches are bounded by its pops'
+// deadlines (they retried forever before).
+TEST_F(WaitFaults, HighContentionAndCombinedWaitsWhoseCommitsAlwaysFailThrowTimedOut) {
+  for (const bool combine : {false, true}) {
+    for (const bool hc : {false, true}) {
+      if (!combine && !hc) continue;  // the plain case above
+      QueueOptions qo;
+      qo.combine = combine;
+      qo.high_contention = hc;
+      FairQueueOptions fo;
+      fo.combine = combine;
+      fo.high_contention = hc;
+      expect_pop_waits_time_out(std::string(combine ? "combined" : "") + (hc ? " hc" : ""), qo, fo);
+    }
+  }
+}
+
+// A combined pop_wait whose group is served by a thread popping without a timeout, or queued
+// behind that thread's group, still ends at its deadline (timed_out), while that pop() retries on
+// and gets its item once commits succeed again. Both orders: the waiting pop leading, and queued.
+TEST_F(WaitFaults, ACombinedWaitSharingGroupsWithAPopWithoutTimeoutEndsInTime) {
   QueueOptions qo;
-  qo.high_contention = true;
-  FairQueueOptions fo;
-  fo.high_contention = true;
+  qo.combine = true;
   Queue q(faulty_, q_space_, qo);
-  FairQueue fq(faulty_, fair_space_, fo);
-  q.push("a");
-  fq.push("t", "c");
-  engine::FaultInjectionOptions always;
-  always.conflict = 1.0;
-  faults_->set_options(always);
-  expect_timed_out("queue hc pop_wait", [&] { q.pop_wait(200ms); });
-  expect_timed_out("fair hc pop_wait", [&] { fq.pop_wait(200ms); });
-  faults_->set_options({});
-  EXPECT_EQ(q.pop(), "a");
-  EXPECT_EQ(fq.pop()->value, "c");
+  for (bool wait_first : {true, false}) {
+    SCOPED_TRACE(wait_first ? "pop_wait first" : "pop first");
+    q.push("a");
+    fail_every_commit();
+    std::optional<std::string> popped;
+    std::thread waiting;
+    std::thread popping;
+    const auto wait = [&] {
+      const auto t0 = Clock::now();
+      try {
+        q.pop_wait(200ms);
+        ADD_FAILURE() << "pop_wait returned instead of throwing timed_out";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kTimedOut) << e.what();
+      }
+      EXPECT_LT(Clock::now() - t0, 3'000ms);
+    };
+    if (wait_first) {
+      waiting = std::thread(wait);
+      std::this_thread::sleep_for(50ms);
+      popping = std::thread([&] { popped = q.pop(); });
+    } else {
+      popping = std::thread([&] { popped = q.pop(); });
+      std::this_thread::sleep_for(50ms);
+      waiting = std::thread(wait);
+    }
+    waiting.join();
+    restore_commits();
+    popping.join();
+    EXPECT_EQ(popped, "a");
+  }
 }
 
 TEST_F(WaitFaults, WaitsOverEmptyQueuesStillEndInNullopt) {
-  engine::FaultInjectionOptions always;
-  always.conflict = 1.0;
-  faults_->set_options(always);
+  fail_every_commit();
   Queue q(faulty_, q_space_);
   FairQueue fq(faulty_, fair_space_);
   EXPECT_EQ(q.pop_wait(100ms), std::nullopt);

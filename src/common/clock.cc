@@ -1,5 +1,6 @@
 #include "common/clock.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -39,6 +40,15 @@ SteadyTime deadline_after(std::chrono::milliseconds timeout) {
 std::chrono::milliseconds time_left(SteadyTime deadline) {
   const auto d = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock().steady_now());
   return d.count() > 0 ? d : std::chrono::milliseconds(0);
+}
+
+std::chrono::milliseconds timeout_until(SteadyTime deadline) {
+  if (deadline == SteadyTime::max()) return std::chrono::milliseconds(0);
+  return std::max(time_left(deadline), std::chrono::milliseconds(1));
+}
+
+SteadyTime deadline_of_timeout(std::chrono::milliseconds timeout) {
+  return timeout.count() == 0 ? SteadyTime::max() : deadline_after(timeout);
 }
 
 std::int64_t wall_now_us() {

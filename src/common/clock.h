@@ -58,6 +58,12 @@ SteadyTime deadline_after(std::chrono::milliseconds timeout);
 // passed.
 std::chrono::milliseconds time_left(SteadyTime deadline);
 
+// A transaction timeout (TransactionOptions::timeout) that ends it at `deadline`: 0 (none) for
+// SteadyTime::max(), else time_left(deadline) but at least 1 ms (0 would mean none).
+std::chrono::milliseconds timeout_until(SteadyTime deadline);
+// The other way: the deadline of a transaction timeout from now, SteadyTime::max() for 0 (none).
+SteadyTime deadline_of_timeout(std::chrono::milliseconds timeout);
+
 // Microseconds of the installed clock's wall time since the Unix epoch.
 std::int64_t wall_now_us();
 

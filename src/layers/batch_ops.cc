@@ -104,9 +104,12 @@ std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::s
   return pop_fitting(tr, side, n);
 }
 
-std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n) {
+std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n,
+                                              std::chrono::milliseconds timeout) {
   if (n == 0) return {};
-  return run_marked([&](Transaction& tr) { return pop_batch(tr, side, n); });
+  TransactionOptions options;
+  options.timeout = timeout;
+  return run_marked([&](Transaction& tr) { return pop_batch(tr, side, n); }, options);
 }
 
 // As pop_fast (item_store.cc) for a batch: after commit_unknown_result the marker tells.

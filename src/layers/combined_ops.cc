@@ -1,10 +1,10 @@
 #include "layers/combined_ops.h"
 
 #include <algorithm>
-#include <exception>
 #include <vector>
 
 #include "kvq/error.h"
+#include "layers/combining/batches.h"
 #include "layers/item_store.h"
 
 namespace kvq::detail {
@@ -21,7 +21,6 @@ struct PushRequest : combining::Request {
 
 struct PopRequest : combining::Request {
   std::optional<std::string> value;
-  std::exception_ptr error;  // a later batch of the group failed after earlier ones committed
 };
 
 // Groups that fit in one transaction of `db`: about two engine operations per item (etcd counts
@@ -50,11 +49,11 @@ void CombinedOps::push(std::string_view value, std::int64_t priority) {
   pushes_.submit(r, [&](std::vector<combining::Request*>& group) { serve_pushes(group); });
 }
 
-std::optional<std::string> CombinedOps::pop(contention::Side side) {
+std::optional<std::string> CombinedOps::pop(contention::Side side, common::SteadyTime deadline) {
   PopRequest r;
+  r.deadline = deadline;
   combining::Combiner& c = side == contention::Side::kFront ? front_pops_ : back_pops_;
   c.submit(r, [&](std::vector<combining::Request*>& group) { serve_pops(group, side); });
-  if (r.error) std::rethrow_exception(r.error);
   return std::move(r.value);
 }
 
@@ -79,35 +78,31 @@ void CombinedOps::push_halving(std::span<const PushItem> items) {
 }
 
 // Pop batches until every pop of the group has an item or the queue is empty: the items go to the
-// pops in submission order. (A batch returns fewer items than asked when the queue ran out or the
-// engine's limits cut it; an empty batch means the queue is empty.) If a later batch throws, the
-// pops served by earlier ones keep their items and only the others get the error.
+// pops in submission order, each batch bounded by the pops' deadlines (serve_in_batches). (A
+// batch returns fewer items than asked when the queue ran out or the engine's limits cut it; an
+// empty batch means the queue is empty.)
 void CombinedOps::serve_pops(std::vector<combining::Request*>& group, contention::Side side) {
-  std::size_t served = 0;
-  try {
-    while (served < group.size()) {
-      std::vector<std::string> values = next_batch(side, group.size() - served);
-      if (values.empty()) break;
-      for (std::string& v : values) static_cast<PopRequest*>(group[served++])->value = std::move(v);
-    }
-  } catch (...) {
-    if (served == 0) throw;
-    for (std::size_t i = served; i < group.size(); ++i) {
-      static_cast<PopRequest*>(group[i])->error = std::current_exception();
-    }
-  }
+  combining::serve_in_batches(
+      group, [&](std::span<combining::Request* const> pending, common::SteadyTime deadline) {
+        std::vector<std::string> values = next_batch(side, pending.size(), deadline);
+        for (std::size_t i = 0; i < values.size(); ++i) {
+          static_cast<PopRequest*>(pending[i])->value = std::move(values[i]);
+        }
+        return values.size();
+      });
 }
 
-// The next pop batch of a group. In high-contention mode one attempt; if it conflicts with other
-// processes (or their pops are waiting), the rest of the group queues up behind them as one
-// request.
-std::vector<std::string> CombinedOps::next_batch(contention::Side side, std::size_t n) {
-  if (!store_.high_contention()) return store_.pop_batch(side, n);
+// The next pop batch of a group, ending by `deadline`. In high-contention mode one attempt; if it
+// conflicts with other processes (or their pops are waiting), the rest of the group queues up
+// behind them as one request.
+std::vector<std::string> CombinedOps::next_batch(contention::Side side, std::size_t n,
+                                                 common::SteadyTime deadline) {
+  if (!store_.high_contention()) return store_.pop_batch(side, n, common::timeout_until(deadline));
   if (auto got = store_.pop_batch_fast(side, n)) {
     contention_stats().fast_pops.fetch_add(got->size(), std::memory_order_relaxed);
     return std::move(*got);
   }
-  return store_.pop_staged_batch(side, n);
+  return store_.pop_staged_batch(side, n, deadline);
 }
 
 std::size_t CombinedOps::groups() const {

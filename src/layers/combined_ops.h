@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "layers/combining/combiner.h"
 #include "layers/contention/control.h"
 
@@ -30,9 +31,10 @@ class CombinedOps {
   // ItemStore::push(value, priority), served with the pushes of other threads (value checked by
   // the caller). Idempotent under commit_unknown_result as a push batch is.
   void push(std::string_view value, std::int64_t priority);
-  // ItemStore::pop(side) without a timeout, served with the pops of other threads from the same
-  // side: nullopt if the queue had no item left for this pop.
-  std::optional<std::string> pop(contention::Side side);
+  // ItemStore::pop(side), served with the pops of other threads from the same side: nullopt if
+  // the queue had no item left for this pop. Throws timed_out or transaction_timed_out if its
+  // group could not pop by `deadline` (SteadyTime::max(): none); then it removed nothing.
+  std::optional<std::string> pop(contention::Side side, common::SteadyTime deadline);
 
   // Groups served and requests served so far (benchmarks, tests).
   std::size_t groups() const;
@@ -42,7 +44,8 @@ class CombinedOps {
   void serve_pushes(std::vector<combining::Request*>& group);
   void push_halving(std::span<const PushItem> items);
   void serve_pops(std::vector<combining::Request*>& group, contention::Side side);
-  std::vector<std::string> next_batch(contention::Side side, std::size_t n);
+  std::vector<std::string> next_batch(contention::Side side, std::size_t n,
+                                      common::SteadyTime deadline);
 
   ItemStore& store_;
   combining::Combiner pushes_, front_pops_, back_pops_;

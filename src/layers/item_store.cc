@@ -142,31 +142,29 @@ std::optional<std::string> ItemStore::pop(Transaction& tr, Side side) {
   return pop_plain(tr, side);
 }
 
+// A combined pop's group, or a plain pop's transaction, ends by the timeout; the high-contention
+// pop throws timed_out itself.
 std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds timeout) {
-  if (combined_ && timeout.count() == 0) return combined_->pop(side);
-  return pop_alone(side, timeout);
+  try {
+    if (combined_) return combined_->pop(side, common::deadline_of_timeout(timeout));
+    return pop_alone(side, timeout);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTransactionTimedOut) throw;
+    throw Error(ErrorCode::kTimedOut, std::string("queue: pop timed out: ") + e.what());
+  }
 }
 
 std::optional<std::string> ItemStore::pop_alone(Side side, std::chrono::milliseconds timeout) {
   if (staged_) return pop_staged(side, timeout);
   TransactionOptions options;
   options.timeout = timeout;
-  try {
-    return run_marked([&](Transaction& tr) { return pop_plain(tr, side); }, options);
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::kTransactionTimedOut) {
-      throw Error(ErrorCode::kTimedOut, std::string("queue: pop timed out: ") + e.what());
-    }
-    throw;
-  }
+  return run_marked([&](Transaction& tr) { return pop_plain(tr, side); }, options);
 }
 
 // ---- high-contention pops -------------------------------------------------------------------
 
 std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::milliseconds timeout) {
-  using Clock = contention::StagedPops::Clock;
-  const auto deadline =
-      timeout.count() > 0 ? common::clock().steady_now() + timeout : Clock::time_point::max();
+  const common::SteadyTime deadline = common::deadline_of_timeout(timeout);
   Fast fast = pop_fast(side);
   ContentionStats& stats = contention_stats();
   if (!fast.staged) {
@@ -177,10 +175,10 @@ std::optional<std::string> ItemStore::pop_staged(Side side, std::chrono::millise
   return staged_->pop(side, deadline);
 }
 
-std::vector<std::string> ItemStore::pop_staged_batch(Side side, std::size_t n) {
+std::vector<std::string> ItemStore::pop_staged_batch(Side side, std::size_t n,
+                                                     common::SteadyTime deadline) {
   contention_stats().staged_pops.fetch_add(n, std::memory_order_relaxed);
-  return staged_->pop_many(side, static_cast<std::int64_t>(n),
-                           contention::StagedPops::Clock::time_point::max());
+  return staged_->pop_many(side, static_cast<std::int64_t>(n), deadline);
 }
 
 // One attempt at the plain pop, unless pops are already waiting (then a new pop must queue up

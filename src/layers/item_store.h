@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "kvq/database.h"
 #include "kvq/lease.h"
 #include "kvq/queue.h"
@@ -60,7 +61,8 @@ class ItemStore {
   // Push inside `tr` (a new random part; idempotency is the caller's).
   void push(Transaction& tr, std::string_view value, std::int64_t priority);
 
-  // Pop with its own retry loop (high-contention staging if enabled); timeout 0 = none.
+  // Pop with its own retry loop (combined, or high-contention staging, if enabled); timeout 0 =
+  // none, else timed_out when it passes before the pop could finish (then it removed nothing).
   std::optional<std::string> pop(Side side, std::chrono::milliseconds timeout);
   // Pop inside `tr`; in high-contention mode serves waiting requests first.
   std::optional<std::string> pop(Transaction& tr, Side side);
@@ -76,22 +78,26 @@ class ItemStore {
   void push_batch(std::span<const PushItem> items);
   // As push_batch inside `tr` (idempotency is the caller's).
   void push_batch(Transaction& tr, std::span<const PushItem> items);
-  // Pops up to `n` items from `side` in one transaction (own retry loop and marker), in the order
-  // single pops would return them; fewer if the queue holds fewer, or if more would not fit in one
-  // transaction of the engine. High-contention mode: serves waiting requests first.
-  std::vector<std::string> pop_batch(Side side, std::size_t n);
+  // Pops up to `n` items from `side` in one transaction (own retry loop and marker, bounded by
+  // `timeout` as TransactionOptions::timeout is; 0: none), in the order single pops would return
+  // them; fewer if the queue holds fewer, or if more would not fit in one transaction of the
+  // engine. High-contention mode: serves waiting requests first.
+  std::vector<std::string> pop_batch(Side side, std::size_t n,
+                                     std::chrono::milliseconds timeout = {});
   // As pop_batch inside `tr`.
   std::vector<std::string> pop_batch(Transaction& tr, Side side, std::size_t n);
   // High-contention mode's fast path for a batch: one attempt at pop_batch; nullopt if pops are
   // waiting (a new pop must queue up behind them), the attempt conflicted, or the queue looks
   // empty while abandoned deliveries wait to be put back. Then the pops should be staged.
   std::optional<std::vector<std::string>> pop_batch_fast(Side side, std::size_t n);
-  // pop(side, timeout) without combining.
+  // pop(side, timeout) without combining (throws transaction_timed_out where pop throws
+  // timed_out).
   std::optional<std::string> pop_alone(Side side, std::chrono::milliseconds timeout);
   // High-contention mode: `n` pops staged as one request behind the waiting ones (a combined group
   // whose fast path failed): 1 to n items in pop order, fewer if the fulfiller had room for
-  // fewer; none if the queue was empty. Own retry loop; no timeout.
-  std::vector<std::string> pop_staged_batch(Side side, std::size_t n);
+  // fewer; none if the queue was empty. Own retry loop; throws timed_out if not answered by
+  // `deadline` (StagedPops).
+  std::vector<std::string> pop_staged_batch(Side side, std::size_t n, common::SteadyTime deadline);
   bool high_contention() const { return staged_ != nullptr; }
 
   // ---- takes (batch_ops.cc): leases of the items pops would return ----

@@ -89,10 +89,9 @@ void ItemStore::wait_for_item(Side side, milliseconds timeout,
 std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) {
   std::optional<std::string> out;
   wait_for_item(side, timeout, [&](milliseconds left) {
-    // Combined pops take no timeout (they are quick); the others are bounded by the time left,
-    // but get at least kWaitAttemptFloor.
-    const auto pop_timeout = combined_ ? milliseconds(0) : attempt_budget(left);
-    out = run_wait_attempt("queue: pop_wait", timeout, [&] { return pop(side, pop_timeout); });
+    // Bounded by the time left, but at least kWaitAttemptFloor.
+    out = run_wait_attempt("queue: pop_wait", timeout,
+                           [&] { return pop(side, attempt_budget(left)); });
     return out.has_value();
   });
   return out;

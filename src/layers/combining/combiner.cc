@@ -1,7 +1,10 @@
 #include "layers/combining/combiner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
+
+#include "kvq/error.h"
 
 namespace kvq::combining {
 namespace {
@@ -57,12 +60,25 @@ void Combiner::submit(Request& r, const Serve& serve) {
   if (r.error_) std::rethrow_exception(r.error_);
 }
 
-void Combiner::await(Request& r) const {
+void Combiner::await(Request& r) {
   if (worth_polling()) {
     const PollingPlace place;
     if (place.held() && r.wake_.poll_for(limits_.follower_poll)) return;
   }
+  if (r.wake_.wait_until(r.deadline) || withdraw(r)) return;
   r.wake_.wait();
+}
+
+bool Combiner::withdraw(Request& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (r.done_ || r.in_group_ || queue_.front() == &r) return false;
+  queue_.erase(std::find(queue_.begin(), queue_.end(), &r));
+  r.error_ = std::make_exception_ptr(
+      Error(ErrorCode::kTimedOut,
+            "combined operation: its deadline passed while it was queued behind other threads' "
+            "groups (nothing was done for it)"));
+  r.done_ = true;
+  return true;
 }
 
 bool Combiner::followers_may_poll() const {
@@ -113,8 +129,11 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
     // thread waits to be woken: this thread may go on serving them.
     Request* next_leader = finish(group, error);
     lock.unlock();
-    const bool go_on = next_leader != nullptr && turn < limits_.max_groups_per_leader &&
-                       common::clock().steady_now() < turn_end;
+    // r deferred: it is at the front again, and this thread leads until it is answered.
+    const bool go_on =
+        next_leader != nullptr && (!r.done_ || (r.deadline == common::SteadyTime::max() &&
+                                                turn < limits_.max_groups_per_leader &&
+                                                common::clock().steady_now() < turn_end));
     if (next_leader != nullptr && !go_on) next_leader->wake_.post();
     // Each post may let its request's thread return and destroy the request: nothing of a
     // request is touched after its post.
@@ -140,19 +159,24 @@ std::vector<Request*> Combiner::take_group() {
     if (group.size() >= limits_.max_count) break;
     if (!group.empty() && weight + q->weight > limits_.max_weight) break;
     weight += q->weight;
+    q->in_group_ = true;
     group.push_back(q);
   }
   return group;
 }
 
-// Marks the group done (with `error`) and takes it off the queue; returns the request now at the
-// front (the next leader), or nullptr. Under mu_.
-Request* Combiner::finish(const std::vector<Request*>& group, const std::exception_ptr& error) {
-  for (Request* q : group) {
-    queue_.pop_front();
-    q->error_ = error;
-    q->done_ = true;
+Request* Combiner::finish(std::vector<Request*>& group, const std::exception_ptr& error) {
+  const auto group_end = queue_.begin() + static_cast<std::ptrdiff_t>(group.size());
+  if (error) {
+    for (Request* q : group) q->error_ = error;  // one transaction: it failed for all
   }
+  for (Request* q : group) q->done_ = error || !q->deferred_;
+  queue_.erase(std::remove_if(queue_.begin(), group_end, [](Request* q) { return q->done_; }),
+               group_end);
+  std::erase_if(group, [](Request* q) {
+    q->deferred_ = q->in_group_ = false;
+    return !q->done_;
+  });
   ++groups_;
   requests_ += group.size();
   total_groups.fetch_add(1, std::memory_order_relaxed);

@@ -10,7 +10,9 @@
 // its wake-up for a bounded time before it sleeps (GroupLimits::follower_poll).
 //
 // Requests are served in the order they were submitted. If serve throws, every request of its
-// group gets that exception (the group is one transaction: it took effect for all or none).
+// group gets that exception (the group is one transaction: it took effect for all or none). A
+// serve may instead answer some requests with an error of their own (Request::fail) or leave
+// some for the next group (Request::defer); serve_in_batches (batches.h) does both by deadlines.
 //
 // Example:
 //   struct Add : combining::Request { int value; };
@@ -21,8 +23,10 @@
 #define KVQ_SRC_LAYERS_COMBINING_COMBINER_H_
 
 #include <semaphore.h>
+#include <time.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -76,14 +80,28 @@ class Wakeup {
     }
   }
   // Returns after post() (at once if it came first).
-  void wait() {
-    if (!through_clock_) {
+  void wait() { wait_until(common::SteadyTime::max()); }
+  // Returns true after post(), or false once `deadline` (of common::clock()) has passed without
+  // it; then a later post() must still be waited for before the Wakeup is destroyed.
+  bool wait_until(common::SteadyTime deadline) {
+    if (through_clock_) {
+      std::unique_lock lock(mu_);
+      return common::clock().wait_until(lock, cv_, deadline, [this] { return posted_; });
+    }
+    if (deadline == common::SteadyTime::max()) {
       while (sem_wait(&sem_) != 0) {
       }  // only EINTR: a signal handler ran
-      return;
+      return true;
     }
-    std::unique_lock lock(mu_);
-    common::clock().wait_until(lock, cv_, common::SteadyTime::max(), [this] { return posted_; });
+    // The real clock's steady time is CLOCK_MONOTONIC's.
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+    const timespec until{static_cast<time_t>(ns / 1'000'000'000),
+                         static_cast<long>(ns % 1'000'000'000)};
+    for (;;) {
+      if (sem_clockwait(&sem_, CLOCK_MONOTONIC, &until) == 0) return true;
+      if (errno == ETIMEDOUT) return false;
+    }  // else EINTR: a signal handler ran
   }
 
  private:
@@ -102,10 +120,24 @@ class Wakeup {
 struct Request {
   // What the request counts against GroupLimits::max_weight (e.g. its value's bytes).
   std::size_t weight = 0;
+  // When its submitter stops waiting for an answer (SteadyTime::max(): never). A serve bounds its
+  // work by its requests' deadlines (serve_in_batches); a leader whose own request has one serves
+  // no group after its own, so that it returns in time; a follower still queued behind another
+  // group at its deadline leaves the queue with timed_out (nothing done for it).
+  common::SteadyTime deadline = common::SteadyTime::max();
+
+  // For the serve of the group holding this request: answers it with `error`, which submit()
+  // rethrows (the group's other requests keep their own answers).
+  void fail(std::exception_ptr error) { error_ = std::move(error); }
+  // For the serve of the group holding this request: leaves it unanswered. It stays queued in its
+  // place, and the group served next (led by the first request left so) serves it.
+  void defer() { deferred_ = true; }
 
  private:
   friend class Combiner;
-  bool done_ = false;  // written under the Combiner's lock before wake_ is posted
+  bool done_ = false;      // written under the Combiner's lock before wake_ is posted
+  bool in_group_ = false;  // taken into a group being served (under the Combiner's lock)
+  bool deferred_ = false;  // set by defer(), cleared when the Combiner queues it again
   std::exception_ptr error_;
   Wakeup wake_;
 };
@@ -168,8 +200,12 @@ class Combiner {
 
  private:
   // A follower's wait for its wake-up: polled first if worth_polling() and a polling place is
-  // free, else slept.
-  void await(Request& r) const;
+  // free, else slept, until r.deadline; then withdrawn if it can be.
+  void await(Request& r);
+  // Once r.deadline has passed while r waits: takes r off the queue and answers it with
+  // timed_out, unless it was answered, is in the group being served (whose batches end by its
+  // deadline, serve_in_batches) or leads next (its wake-up may be under way); false then.
+  bool withdraw(Request& r);
   // Whether the limits let followers poll at all: a budget, and a leader that does not yield
   // (yield_when_alone). Only then do leaders time their groups.
   bool followers_may_poll() const;
@@ -184,7 +220,10 @@ class Combiner {
   // Under mu_: whether the leader yields its core before it takes the next group
   // (GroupLimits::yield_when_alone).
   bool should_yield() const;
-  Request* finish(const std::vector<Request*>& group, const std::exception_ptr& error);
+  // Under mu_: marks the group's requests done (with `error`, if any) except those its serve
+  // deferred, which stay at the front of the queue in their order and leave `group`; returns the
+  // request now at the front (the next leader), or nullptr.
+  Request* finish(std::vector<Request*>& group, const std::exception_ptr& error);
 
   GroupLimits limits_;
   mutable std::mutex mu_;

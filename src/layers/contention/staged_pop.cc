@@ -116,7 +116,10 @@ std::string StagedPops::register_request(Side side, std::int64_t n, Clock::time_
           tr.set_versionstamped_value(slot, waiting_slot_placeholder());
           return 0;
         },
-        [&](Transaction& tr) { return tr.get(slot).has_value(); }, options);
+        // A registration that may have committed is resolved before giving up at the deadline:
+        // one left behind would get items delivered that nobody takes until request_ttl.
+        [&](Transaction& tr) { return tr.get(slot).has_value(); }, options,
+        markers_.resolve_window());
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTransactionTimedOut) throw;
     throw Error(

@@ -6,6 +6,7 @@
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "kvq/error.h"
+#include "layers/combining/batches.h"
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
 #include "layers/waiting.h"
@@ -212,21 +213,38 @@ struct PopRequest : combining::Request {
 std::optional<FairItem> FairState::pop() {
   if (!pops_ && staged_) return std::move(contended_pops(1).front());
   if (!pops_) return serve_marked<FairItem>(popper());
+  return combined_pop(common::SteadyTime::max());
+}
+
+std::optional<FairItem> FairState::combined_pop(common::SteadyTime deadline) {
   PopRequest request;
+  request.deadline = deadline;
   pops_->submit(request, [this](std::vector<combining::Request*>& group) { serve_pops(group); });
   return std::move(request.item);
 }
 
+// Batches of pops_that_fit (or contended_pops) until every pop of the group has its answer, each
+// bounded by the pops' deadlines (serve_in_batches). A batch answers at least one pop (nullopt
+// when nothing is ready): one that only retired emptied tenants is committed and followed by
+// another, as contended_pops does.
 void FairState::serve_pops(std::vector<combining::Request*>& group) {
-  for (std::size_t next = 0; next < group.size();) {
-    const std::size_t n = group.size() - next;
-    std::vector<std::optional<FairItem>> items =
-        staged_ ? contended_pops(n)
-                : run_marked([&](Transaction& tr) { return pops_that_fit(tr, n); });
-    for (std::optional<FairItem>& item : items) {
-      static_cast<PopRequest*>(group[next++])->item = std::move(item);
-    }
-  }
+  combining::serve_in_batches(
+      group, [&](std::span<combining::Request* const> pending, common::SteadyTime deadline) {
+        const std::size_t n = pending.size();
+        std::vector<std::optional<FairItem>> items;
+        if (staged_) {
+          items = contended_pops(n, deadline);
+        }
+        while (items.empty()) {
+          TransactionOptions options;
+          options.timeout = common::timeout_until(deadline);
+          items = run_marked([&](Transaction& tr) { return pops_that_fit(tr, n); }, options);
+        }
+        for (std::size_t i = 0; i < items.size(); ++i) {
+          static_cast<PopRequest*>(pending[i])->item = std::move(items[i]);
+        }
+        return items.size();
+      });
 }
 
 std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, std::size_t n) {
@@ -356,9 +374,7 @@ std::optional<FairItem> FairState::pop_wait(milliseconds timeout) {
   return wait<FairItem>(
       "fair queue: pop_wait",
       [this](const TransactionOptions& options) {
-        // Combined pops take no timeout (as Queue's): under commits that always fail they retry
-        // on (docs/reliability.md).
-        if (pops_) return pop();
+        if (pops_) return combined_pop(common::deadline_of_timeout(options.timeout));
         if (staged_) {
           return std::move(
               contended_pops(1, common::clock().steady_now() + options.timeout).front());

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "kvq/database.h"
 #include "kvq/fair_queue.h"
 #include "kvq/queue.h"
@@ -117,6 +118,9 @@ class FairState {
                                       std::int64_t now_us);
   // A turn's pop: the front item of the tenant, nullopt if it has none.
   Serve<FairItem> popper();
+  // pop() combined with other threads' (options.combine); throws timed_out or
+  // transaction_timed_out if its group could not pop by `deadline` (SteadyTime::max(): none).
+  std::optional<FairItem> combined_pop(common::SteadyTime deadline);
   // Combined pops: the leader serves its group in as few marked transactions as the engine's
   // limits allow, in the order single pops would serve them.
   void serve_pops(std::vector<combining::Request*>& group);
