@@ -39,6 +39,16 @@ class PollingPlace {
 
 }  // namespace
 
+void Request::fail(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    error_ = std::make_exception_ptr(Error(e.code(), e.what()));
+  } catch (...) {
+    error_ = error;
+  }
+}
+
 CombiningTotals combining_totals() {
   return {total_groups.load(std::memory_order_relaxed),
           total_requests.load(std::memory_order_relaxed)};
@@ -168,7 +178,7 @@ std::vector<Request*> Combiner::take_group() {
 Request* Combiner::finish(std::vector<Request*>& group, const std::exception_ptr& error) {
   const auto group_end = queue_.begin() + static_cast<std::ptrdiff_t>(group.size());
   if (error) {
-    for (Request* q : group) q->error_ = error;  // one transaction: it failed for all
+    for (Request* q : group) q->fail(error);  // one transaction: it failed for all
   }
   for (Request* q : group) q->done_ = error || !q->deferred_;
   queue_.erase(std::remove_if(queue_.begin(), group_end, [](Request* q) { return q->done_; }),

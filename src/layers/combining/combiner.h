@@ -26,7 +26,6 @@
 #include <time.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -93,19 +92,27 @@ class Wakeup {
       }  // only EINTR: a signal handler ran
       return true;
     }
-    // The real clock's steady time is CLOCK_MONOTONIC's.
-    const auto ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
-    const timespec until{static_cast<time_t>(ns / 1'000'000'000),
-                         static_cast<long>(ns % 1'000'000'000)};
-    for (;;) {
-      if (sem_clockwait(&sem_, CLOCK_MONOTONIC, &until) == 0) return true;
-      if (errno == ETIMEDOUT) return false;
-    }  // else EINTR: a signal handler ran
+    return sem_wait_until(deadline);
   }
 
  private:
   static constexpr unsigned kPollsPerClockRead = 64;
+
+  // wait_until on the semaphore. sem_timedwait takes a CLOCK_REALTIME time (ThreadSanitizer knows
+  // it, not sem_clockwait), so the steady deadline is turned into one per call, and a wake-up at
+  // the wall time of a clock stepped forward is checked against the steady clock and waited again.
+  bool sem_wait_until(common::SteadyTime deadline) {
+    for (;;) {
+      const auto left = deadline - common::clock().steady_now();
+      if (left.count() <= 0) return sem_trywait(&sem_) == 0;
+      const auto until = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             (std::chrono::system_clock::now() + left).time_since_epoch())
+                             .count();
+      const timespec ts{static_cast<time_t>(until / 1'000'000'000),
+                        static_cast<long>(until % 1'000'000'000)};
+      if (sem_timedwait(&sem_, &ts) == 0) return true;
+    }  // ETIMEDOUT (checked against the steady clock above) or EINTR (a signal handler ran)
+  }
 
   // Decided where the Wakeup is made: on the thread that will wait.
   const bool through_clock_ = common::clock().schedules_calling_thread();
@@ -127,8 +134,10 @@ struct Request {
   common::SteadyTime deadline = common::SteadyTime::max();
 
   // For the serve of the group holding this request: answers it with `error`, which submit()
-  // rethrows (the group's other requests keep their own answers).
-  void fail(std::exception_ptr error) { error_ = std::move(error); }
+  // rethrows (the group's other requests keep their own answers). A kvq::Error is copied, so that
+  // no two threads share one exception object (whose reference counts and message live in
+  // libstdc++, which ThreadSanitizer does not see).
+  void fail(const std::exception_ptr& error);
   // For the serve of the group holding this request: leaves it unanswered. It stays queued in its
   // place, and the group served next (led by the first request left so) serves it.
   void defer() { deferred_ = true; }
