@@ -104,9 +104,7 @@ std::string StagedPops::register_request(Side side, std::int64_t n, Clock::time_
   const std::string value = encode_request({id, side, n});
   detail::contention_stats().requests.fetch_add(1, std::memory_order_relaxed);
   TransactionOptions options;
-  if (deadline != Clock::time_point::max()) {
-    options.timeout = std::max(std::chrono::milliseconds(1), common::time_left(deadline));
-  }
+  options.timeout = common::timeout_until(deadline);
   try {
     run_once(
         *db_,
