@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "kvq/kvq.h"
+#include "layers/fitting.h"
+#include "layers/item_keys.h"
 #include "support/figures.h"
 #include "support/layer_fixture.h"
 #include "support/test_values.h"
@@ -160,6 +162,48 @@ TEST_P(BatchTest, ConcurrentBatchPoppersGetEveryItemExactlyOnce) {
   EXPECT_EQ(r.popped, per * batches);
   expect_ok(r);
   EXPECT_EQ(q.size(), 0);
+}
+
+// The read of a combined group's pop batch (src/layers/fitting.h, ShortBatch): a batch that finds
+// fewer items than it asks for read-conflicts only up to the last item it took under
+// kSaysNothing, so a push committed meanwhile beyond that item does not make it conflict; under
+// kMeansNoMore (pop_batch's "fewer if the queue holds fewer") it does. A batch that finds nothing
+// conflicts under both: it answers that the queue is empty. At each end of a PriorityQueue.
+TEST_P(BatchTest, AShortBatchConflictsWithPushesMeanwhileOnlyIfItMeansNoMore) {
+  if (hc()) GTEST_SKIP() << "the engine's read conflicts: checked once per engine";
+  using contention::Side;
+  using detail::ShortBatch;
+  PriorityQueue pq(db_, space_);
+  const contention::ItemRange items = detail::item_range_of(space_, /*prioritized=*/true, "");
+  const std::string other_key = space_.pack(Tuple().append("not an item"));
+  for (const Side side : {Side::kFront, Side::kBack}) {
+    for (const ShortBatch short_batch : {ShortBatch::kSaysNothing, ShortBatch::kMeansNoMore}) {
+      for (const std::size_t held : {2, 0}) {
+        SCOPED_TRACE((side == Side::kFront ? "front, " : "back, ") +
+                     std::string(short_batch == ShortBatch::kSaysNothing ? "says nothing, "
+                                                                         : "means no more, ") +
+                     std::to_string(held) + " items");
+        pq.clear();
+        for (std::size_t i = 0; i < held; ++i) pq.push("held" + std::to_string(i), 5);
+        Transaction tr = db_->create_transaction();
+        tr.set(other_key, "");  // a read-only transaction would never conflict
+        const std::size_t taken =
+            detail::consume_fitting(tr, items, db_->limits(), side, 5, short_batch,
+                                    [&](KeyValue& kv) { tr.clear(kv.key); });
+        EXPECT_EQ(taken, held);
+        pq.push("meanwhile", side == Side::kFront ? 9 : 1);  // beyond the batch's far end
+        const bool conflicts_expected = held == 0 || short_batch == ShortBatch::kMeansNoMore;
+        try {
+          tr.commit();
+          EXPECT_FALSE(conflicts_expected) << "committed";
+          EXPECT_EQ(pq.size(), 1);
+        } catch (const Error& e) {
+          EXPECT_TRUE(conflicts_expected) << e.what();
+          EXPECT_EQ(e.code(), ErrorCode::kNotCommitted) << e.what();
+        }
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, BatchTest, ::testing::ValuesIn(testing::layer_params()),

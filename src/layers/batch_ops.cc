@@ -84,14 +84,16 @@ void ItemStore::push_batch(std::span<const PushItem> items) {
 
 // Due timers first, then the items (fitting.h).
 std::size_t ItemStore::consume_fitting(Transaction& tr, Side side, std::size_t n,
+                                       ShortBatch short_batch,
                                        const std::function<void(KeyValue&)>& consume) {
   release_due_before_end(tr, side);
-  return detail::consume_fitting(tr, items_, db_->limits(), side, n, consume);
+  return detail::consume_fitting(tr, items_, db_->limits(), side, n, short_batch, consume);
 }
 
-std::vector<std::string> ItemStore::pop_fitting(Transaction& tr, Side side, std::size_t n) {
+std::vector<std::string> ItemStore::pop_fitting(Transaction& tr, Side side, std::size_t n,
+                                                ShortBatch short_batch) {
   std::vector<std::string> out;
-  consume_fitting(tr, side, n, [&](KeyValue& kv) {
+  consume_fitting(tr, side, n, short_batch, [&](KeyValue& kv) {
     tr.clear(kv.key);
     out.push_back(std::move(kv.value));
   });
@@ -99,28 +101,33 @@ std::vector<std::string> ItemStore::pop_fitting(Transaction& tr, Side side, std:
 }
 
 std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n) {
-  if (n == 0) return {};
-  if (staged_) staged_->serve_all(tr);  // no overtaking of waiting high-contention pops
-  return pop_fitting(tr, side, n);
+  return pop_batch(tr, side, n, ShortBatch::kMeansNoMore);
 }
 
-std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n,
+std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n,
+                                              ShortBatch short_batch) {
+  if (n == 0) return {};
+  if (staged_) staged_->serve_all(tr);  // no overtaking of waiting high-contention pops
+  return pop_fitting(tr, side, n, short_batch);
+}
+
+std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n, ShortBatch short_batch,
                                               std::chrono::milliseconds timeout) {
   if (n == 0) return {};
   TransactionOptions options;
   options.timeout = timeout;
-  return run_marked([&](Transaction& tr) { return pop_batch(tr, side, n); }, options);
+  return run_marked([&](Transaction& tr) { return pop_batch(tr, side, n, short_batch); }, options);
 }
 
 // As pop_fast (item_store.cc) for a batch: after commit_unknown_result the marker tells.
 std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std::size_t n) {
-  return try_marked_once(*db_, markers_,
-                         [&](Transaction& tr) -> std::optional<std::vector<std::string>> {
-                           if (staged_->requests_waiting(tr)) return std::nullopt;
-                           std::vector<std::string> got = pop_fitting(tr, side, n);
-                           if (got.empty() && staged_->has_abandoned(tr)) return std::nullopt;
-                           return got;
-                         });
+  return try_marked_once(
+      *db_, markers_, [&](Transaction& tr) -> std::optional<std::vector<std::string>> {
+        if (staged_->requests_waiting(tr)) return std::nullopt;
+        std::vector<std::string> got = pop_fitting(tr, side, n, ShortBatch::kSaysNothing);
+        if (got.empty() && staged_->has_abandoned(tr)) return std::nullopt;
+        return got;
+      });
 }
 
 // ---- take batches ---------------------------------------------------------------------------
@@ -130,7 +137,8 @@ std::vector<Lease> ItemStore::take_batch(Transaction& tr, Side side, std::size_t
   const std::int64_t vt_us = WorkItems::lease_us(vt);
   std::vector<Lease> out;
   if (n == 0) return out;
-  consume_fitting(tr, side, n, [&](KeyValue& kv) { out.push_back(work_.lease(tr, kv, vt_us)); });
+  consume_fitting(tr, side, n, ShortBatch::kMeansNoMore,
+                  [&](KeyValue& kv) { out.push_back(work_.lease(tr, kv, vt_us)); });
   work_.count_taken(tr, out.size());
   return out;
 }

@@ -79,7 +79,9 @@ void CombinedOps::push_halving(std::span<const PushItem> items) {
 
 // Pop batches until every pop of the group has an item or the queue is empty: the items go to the
 // pops in submission order, each batch bounded by the pops' deadlines (serve_in_batches). (A
-// batch returns fewer items than asked when the queue ran out or the engine's limits cut it; an
+// batch returns fewer items than asked when it found fewer or the engine's limits cut it; its
+// read-conflict range ends at the last item it took (ShortBatch::kSaysNothing), so pushes
+// committed meanwhile do not make it retry, and the pops left over go to the next batch. An
 // empty batch means the queue is empty.)
 void CombinedOps::serve_pops(std::vector<combining::Request*>& group, contention::Side side) {
   combining::serve_in_batches(
@@ -97,7 +99,9 @@ void CombinedOps::serve_pops(std::vector<combining::Request*>& group, contention
 // behind them as one request.
 std::vector<std::string> CombinedOps::next_batch(contention::Side side, std::size_t n,
                                                  common::SteadyTime deadline) {
-  if (!store_.high_contention()) return store_.pop_batch(side, n, common::timeout_until(deadline));
+  if (!store_.high_contention()) {
+    return store_.pop_batch(side, n, ShortBatch::kSaysNothing, common::timeout_until(deadline));
+  }
   if (auto got = store_.pop_batch_fast(side, n)) {
     contention_stats().fast_pops.fetch_add(got->size(), std::memory_order_relaxed);
     return std::move(*got);

@@ -4,6 +4,7 @@
 #include <climits>
 #include <vector>
 
+#include "common/bytes.h"
 #include "layers/contention/end_windows.h"
 
 namespace kvq::detail {
@@ -20,6 +21,22 @@ std::vector<KeyValue> end_items(Transaction& tr, const contention::ItemRange& it
                                 contention::Side side, std::size_t n) {
   const int limit = static_cast<int>(std::min<std::size_t>(n, INT_MAX));
   return contention::read_end(tr, items, side, limit, /*snapshot=*/false);
+}
+
+// As end_items, but the read-conflict range ends at the last item read even when there were
+// fewer than `n` (ShortBatch::kSaysNothing): a snapshot read, then the range a read that stopped
+// at its limit there would have added.
+std::vector<KeyValue> end_items_read_up_to_last(Transaction& tr, const contention::ItemRange& items,
+                                                contention::Side side, std::size_t n) {
+  const int limit = static_cast<int>(std::min<std::size_t>(n, INT_MAX));
+  std::vector<KeyValue> out = contention::read_end(tr, items, side, limit, /*snapshot=*/true);
+  if (out.empty()) return out;
+  if (side == contention::Side::kFront) {
+    tr.add_read_conflict_range(items.begin, common::key_after(out.back().key));
+  } else {
+    tr.add_read_conflict_range(out.back().key, items.end);
+  }
+  return out;
 }
 
 // How many more items like the one taken since `before` fit in `limits`.
@@ -39,7 +56,7 @@ std::size_t room_for_more(Transaction& tr, const TransactionLimits& limits,
 
 std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
                             const TransactionLimits& limits, contention::Side side, std::size_t n,
-                            const std::function<void(KeyValue&)>& consume) {
+                            ShortBatch short_batch, const std::function<void(KeyValue&)>& consume) {
   // (usage() costs a pass over the transaction: not measured for a batch of one.)
   const TransactionUsage before = n > 1 ? tr.usage() : TransactionUsage{};
   std::vector<KeyValue> first = end_items(tr, items, side, 1);
@@ -47,8 +64,12 @@ std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
   consume(first[0]);
   const std::size_t more = n > 1 ? std::min(n - 1, room_for_more(tr, limits, before)) : 0;
   // (A limit of 0 would mean "no limit".) Read-your-writes skips the item already consumed.
-  std::vector<KeyValue> rest =
-      more > 0 ? end_items(tr, items, side, more) : std::vector<KeyValue>{};
+  std::vector<KeyValue> rest;
+  if (more > 0) {
+    rest = short_batch == ShortBatch::kMeansNoMore
+               ? end_items(tr, items, side, more)
+               : end_items_read_up_to_last(tr, items, side, more);
+  }
   for (KeyValue& kv : rest) consume(kv);
   const std::size_t count = 1 + rest.size();
   contention::add_size(tr, items, -static_cast<std::int64_t>(count));

@@ -17,16 +17,29 @@ namespace kvq::detail {
 constexpr std::size_t kReserveOperations = 24;
 constexpr std::size_t kReserveBytes = 8192;
 
+// What a batch that consumes fewer items than asked for (and at least one) tells of the rest.
+enum class ShortBatch {
+  // That there were no more: the read-conflict range runs to the far end of the items, so a push
+  // committed meanwhile makes the batch conflict. For callers that answer "no more" (pop_batch,
+  // take_batch: "fewer if the queue holds fewer").
+  kMeansNoMore,
+  // Nothing: the read-conflict range ends at the last item consumed, exactly as for that many
+  // single pops, so pushes committed meanwhile do not conflict. For a combined group's batches
+  // (combining/batches.h), which serve the pops left over in a next batch, whose read tells
+  // whether the queue is empty (a batch that consumes none reads to the end in either case).
+  kSaysNothing,
+};
+
 // Calls consume(kv) on up to `n` items from `side` of `items` (consume clears or moves each) and
 // takes them off the size counter (contention::add_size); returns how many. Consumes the first
 // item, measures what it added to the transaction (Transaction::usage(): bytes, and on etcd the
 // compares of the read and the writes of consume), and consumes as many more (up to n in all) as
-// `limits` leave room for. Reads only what it consumes (non-snapshot, contention::read_end), so
-// the read-conflict range (which etcd counts per record) covers exactly those items. Due timers
-// are the caller's (WorkItems::release_due first).
+// `limits` leave room for. Reads only what it consumes (contention::read_end), so the
+// read-conflict range (which etcd counts per record) covers those items and, if it ran short,
+// what `short_batch` says. Due timers are the caller's (WorkItems::release_due first).
 std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
                             const TransactionLimits& limits, contention::Side side, std::size_t n,
-                            const std::function<void(KeyValue&)>& consume);
+                            ShortBatch short_batch, const std::function<void(KeyValue&)>& consume);
 
 }  // namespace kvq::detail
 

@@ -28,6 +28,7 @@
 #include "layers/contention/run_once.h"
 #include "layers/contention/staged_pop.h"
 #include "layers/contention/stats.h"
+#include "layers/fitting.h"
 #include "layers/work_items.h"
 
 namespace kvq::detail {
@@ -80,15 +81,17 @@ class ItemStore {
   void push_batch(Transaction& tr, std::span<const PushItem> items);
   // Pops up to `n` items from `side` in one transaction (own retry loop and marker, bounded by
   // `timeout` as TransactionOptions::timeout is; 0: none), in the order single pops would return
-  // them; fewer if the queue holds fewer, or if more would not fit in one transaction of the
-  // engine. High-contention mode: serves waiting requests first.
-  std::vector<std::string> pop_batch(Side side, std::size_t n,
+  // them; fewer if the queue holds fewer (kMeansNoMore; with kSaysNothing, fewer says nothing of
+  // the rest, fitting.h), or if more would not fit in one transaction of the engine.
+  // High-contention mode: serves waiting requests first.
+  std::vector<std::string> pop_batch(Side side, std::size_t n, ShortBatch short_batch,
                                      std::chrono::milliseconds timeout = {});
-  // As pop_batch inside `tr`.
+  // As pop_batch(side, n, kMeansNoMore) inside `tr`.
   std::vector<std::string> pop_batch(Transaction& tr, Side side, std::size_t n);
-  // High-contention mode's fast path for a batch: one attempt at pop_batch; nullopt if pops are
-  // waiting (a new pop must queue up behind them), the attempt conflicted, or the queue looks
-  // empty while abandoned deliveries wait to be put back. Then the pops should be staged.
+  // High-contention mode's fast path for a combined group's batch: one attempt at
+  // pop_batch(side, n, kSaysNothing); nullopt if pops are waiting (a new pop must queue up behind
+  // them), the attempt conflicted, or the queue looks empty while abandoned deliveries wait to be
+  // put back. Then the pops should be staged.
   std::optional<std::vector<std::string>> pop_batch_fast(Side side, std::size_t n);
   // pop(side, timeout) without combining (throws transaction_timed_out where pop throws
   // timed_out).
@@ -154,9 +157,12 @@ class ItemStore {
   // Moves due timers (release_due_before_end), then calls consume(kv) on up to `n` items from
   // `side` (consume clears or moves each) and takes them off the size counter; returns how many
   // (fitting.h).
-  std::size_t consume_fitting(Transaction& tr, Side side, std::size_t n,
+  std::size_t consume_fitting(Transaction& tr, Side side, std::size_t n, ShortBatch short_batch,
                               const std::function<void(KeyValue&)>& consume);
-  std::vector<std::string> pop_fitting(Transaction& tr, Side side, std::size_t n);
+  std::vector<std::string> pop_fitting(Transaction& tr, Side side, std::size_t n,
+                                       ShortBatch short_batch);
+  std::vector<std::string> pop_batch(Transaction& tr, Side side, std::size_t n,
+                                     ShortBatch short_batch);
   // The loop of pop_wait and take_wait: runs attempt(time left) until it returns true (done) or
   // `timeout` passes, sleeping on a watch of the size counter between attempts, bounded by the
   // earliest timer's due time (waiting.cc).

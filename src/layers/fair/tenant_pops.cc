@@ -43,10 +43,11 @@ std::optional<std::vector<std::string>> TenantPops::pop(Transaction& tr, std::st
     return std::nullopt;
   }
   std::vector<std::string> out;
-  consume_fitting(tr, k->items, limits, contention::Side::kFront, n, [&](KeyValue& kv) {
-    tr.clear(kv.key);
-    out.push_back(std::move(kv.value));
-  });
+  consume_fitting(tr, k->items, limits, contention::Side::kFront, n, ShortBatch::kMeansNoMore,
+                  [&](KeyValue& kv) {
+                    tr.clear(kv.key);
+                    out.push_back(std::move(kv.value));
+                  });
   return out;
 }
 
