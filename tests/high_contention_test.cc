@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
 #include "layers/contention/stats.h"
 #include "support/layer_fixture.h"
@@ -271,6 +273,48 @@ TEST_P(HighContentionTest, CombinedPopsThatMustQueueUpStageAsOneRequestPerGroup)
   for (int i = 0; i < kThreads + 2; ++i) want.push_back("item-" + std::to_string(i));
   EXPECT_EQ(all, want);
   EXPECT_EQ(q.size(), 0);
+}
+
+// A fulfilment batch that has fewer items than its requests ask for read-conflicts only up to
+// the last item it hands out, so pushes committed meanwhile do not make it retry; the requests
+// left without items wait for the next batch, which hands them the items pushed meanwhile. Here
+// a phantom group request for 40 pops waits ahead of a pop whose client's commits take 150 ms
+// (fault injection over the same store), while another client pushes every 20 ms: every batch
+// reading to the end of the items would conflict, until 41 had come.
+TEST_P(HighContentionTest, AShortFulfilmentBatchDoesNotConflictWithPushesMeanwhile) {
+  constexpr std::int64_t kGroup = 40;
+  Queue q = hc_queue();
+  std::vector<std::string> pushed{"item-0", "item-1"};
+  q.push_batch(pushed);
+  const std::string group(20, 'G');
+  staged_->add_phantom_request(group, /*side=*/0, /*count=*/kGroup);
+  auto slow_engine = std::make_shared<engine::FaultInjectionEngine>(
+      db_->engine(), engine::FaultInjectionOptions{.commit_delay = std::chrono::milliseconds(150)});
+  QueueOptions o;
+  o.high_contention = true;
+  Queue slow(std::make_shared<Database>(slow_engine, "slow"), space_, o);
+  std::atomic<bool> popped{false};
+  std::thread pusher([&] {
+    for (int i = 2; !popped.load(); ++i) {
+      pushed.push_back("item-" + std::to_string(i));
+      q.push(pushed.back());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  detail::ContentionStats& stats = detail::contention_stats();
+  const std::uint64_t conflicts = stats.batch_conflicts.load();
+  std::optional<std::string> mine;
+  while (!mine) mine = slow.pop();  // (answered empty only if no push came in a whole batch)
+  popped = true;
+  pusher.join();
+  EXPECT_EQ(stats.batch_conflicts.load() - conflicts, 0u);
+  // The group got the first items (1 to kGroup of them), the pop the next one.
+  std::vector<std::string> delivered = staged_->delivered_items(group);
+  ASSERT_GE(delivered.size(), 1u);
+  ASSERT_LE(delivered.size(), static_cast<std::size_t>(kGroup));
+  delivered.push_back(*mine);
+  EXPECT_EQ(delivered, std::vector<std::string>(pushed.begin(), pushed.begin() + delivered.size()));
+  EXPECT_EQ(q.size(), static_cast<std::int64_t>(pushed.size() - delivered.size()));
 }
 
 std::vector<testing::LayerParam> hc_only() {

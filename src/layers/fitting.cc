@@ -4,7 +4,6 @@
 #include <climits>
 #include <vector>
 
-#include "common/bytes.h"
 #include "layers/contention/end_windows.h"
 
 namespace kvq::detail {
@@ -17,26 +16,11 @@ std::size_t room(std::size_t limit, std::size_t used, std::size_t reserve) {
   return limit > used + reserve ? limit - used - reserve : 0;
 }
 
+int clamp_limit(std::size_t n) { return static_cast<int>(std::min<std::size_t>(n, INT_MAX)); }
+
 std::vector<KeyValue> end_items(Transaction& tr, const contention::ItemRange& items,
                                 contention::Side side, std::size_t n) {
-  const int limit = static_cast<int>(std::min<std::size_t>(n, INT_MAX));
-  return contention::read_end(tr, items, side, limit, /*snapshot=*/false);
-}
-
-// As end_items, but the read-conflict range ends at the last item read even when there were
-// fewer than `n` (ShortBatch::kSaysNothing): a snapshot read, then the range a read that stopped
-// at its limit there would have added.
-std::vector<KeyValue> end_items_read_up_to_last(Transaction& tr, const contention::ItemRange& items,
-                                                contention::Side side, std::size_t n) {
-  const int limit = static_cast<int>(std::min<std::size_t>(n, INT_MAX));
-  std::vector<KeyValue> out = contention::read_end(tr, items, side, limit, /*snapshot=*/true);
-  if (out.empty()) return out;
-  if (side == contention::Side::kFront) {
-    tr.add_read_conflict_range(items.begin, common::key_after(out.back().key));
-  } else {
-    tr.add_read_conflict_range(out.back().key, items.end);
-  }
-  return out;
+  return contention::read_end(tr, items, side, clamp_limit(n), /*snapshot=*/false);
 }
 
 // How many more items like the one taken since `before` fit in `limits`.
@@ -68,7 +52,7 @@ std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
   if (more > 0) {
     rest = short_batch == ShortBatch::kMeansNoMore
                ? end_items(tr, items, side, more)
-               : end_items_read_up_to_last(tr, items, side, more);
+               : contention::read_end_up_to_last(tr, items, side, clamp_limit(more));
   }
   for (KeyValue& kv : rest) consume(kv);
   const std::size_t count = 1 + rest.size();

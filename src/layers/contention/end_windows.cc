@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/bytes.h"
 #include "kvq/error.h"
 #include "kvq/subspace.h"
 #include "kvq/tuple.h"
@@ -131,6 +132,18 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
       std::lock_guard lock(items.hints->mu);
       items.hints->ends[static_cast<int>(side)] = p;
     }
+  }
+  return out;
+}
+
+std::vector<KeyValue> read_end_up_to_last(Transaction& tr, const ItemRange& items, Side side,
+                                          int limit) {
+  std::vector<KeyValue> out = read_end(tr, items, side, limit, /*snapshot=*/true);
+  if (out.empty()) return out;
+  if (side == Side::kFront) {
+    tr.add_read_conflict_range(items.begin, common::key_after(out.back().key));
+  } else {
+    tr.add_read_conflict_range(out.back().key, items.end);
   }
   return out;
 }

@@ -45,7 +45,7 @@ struct Fulfiller::Batch {
   // The items this batch may hand out, read up front (two range reads, not one per request).
   std::vector<KeyValue> ends[2];  // [Side::kFront] first items, [Side::kBack] last items
   std::size_t next[2] = {0, 0};
-  bool exhausted[2] = {false, false};  // the read of that end found fewer items than it asked
+  bool exhausted[2] = {false, false};  // that end has no item left for this batch (read_ends)
   std::set<std::string> used;          // keys already handed out (the two ends may meet)
 };
 
@@ -313,7 +313,11 @@ bool Fulfiller::fits(const TransactionUsage& u, const Cost& per_request,
 
 // Reads, for the requests this batch may serve, as many items from each end as they ask for and
 // the operation budget has room for. Read-your-writes leaves out items this transaction already
-// took (serve_all's later rounds).
+// took (serve_all's later rounds). An end with fewer items than asked for is exhausted only if it
+// has none (or the refill stage ran dry): only then are requests answered "empty", with a read
+// conflict on the whole range. Otherwise the read conflicts up to the last item found, as single
+// pops' would, so pushes committed meanwhile do not make the batch conflict, and the requests
+// left without items wait for the next batch (serve_one).
 void Fulfiller::read_ends(Transaction& tr, Batch& b) {
   std::size_t room = item_room(tr, b);
   std::size_t wanted[2] = {0, 0};
@@ -328,11 +332,15 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
     b.exhausted[side] = false;
     if (wanted[side] == 0) continue;
     const auto limit = static_cast<int>(std::min<std::size_t>(wanted[side], INT_MAX));
-    b.ends[side] = read_end(tr, items_, static_cast<Side>(side), limit, /*snapshot=*/false);
-    b.exhausted[side] = b.ends[side].size() < wanted[side];
-    if (b.exhausted[side] && refill_ && side == static_cast<int>(Side::kFront)) {
-      refill_front(tr, b, wanted[side]);
+    if (refill_ && side == static_cast<int>(Side::kFront)) {
+      b.ends[side] = read_end(tr, items_, Side::kFront, limit, /*snapshot=*/false);
+      b.exhausted[side] = b.ends[side].size() < wanted[side];
+      if (b.exhausted[side]) refill_front(tr, b, wanted[side]);
+      continue;
     }
+    b.ends[side] = read_end_up_to_last(tr, items_, static_cast<Side>(side), limit);
+    b.exhausted[side] = b.ends[side].empty();
+    if (b.exhausted[side]) tr.add_read_conflict_range(items_.begin, items_.end);
   }
 }
 
