@@ -18,13 +18,11 @@
 #include "support/etcd_cluster.h"
 #include "support/figures.h"
 #include "support/layer_fixture.h"
+#include "support/producers_consumers.h"
 #include "tools/kvq/history.h"
 
 namespace kvq {
 namespace {
-
-using history::flatten;
-using history::now_ns;
 
 using testing::LayerTest;
 
@@ -46,41 +44,25 @@ history::Result run_history(std::shared_ptr<Database> db, const Subspace& space,
                             bool priority, int n, int clients) {
   Queue q(db, space, o);
   PriorityQueue pq(db, space, o);
-  const int producers = clients / 2, consumers = clients - producers;
-  std::vector<std::vector<history::Push>> pushes(producers);
-  std::vector<std::vector<history::Pop>> pops(consumers);
-  std::atomic<int> producing{producers};
-  std::vector<std::thread> threads;
-  for (int p = 0; p < producers; ++p) {
-    threads.emplace_back([&, p] {
-      for (int i = p; i < n; i += producers) {
-        history::Push h{std::to_string(i), priority ? i % 7 : 0, now_ns(), 0};
-        priority ? pq.push(h.value, h.priority) : q.push(h.value);
-        h.end = now_ns();
-        pushes[p].push_back(std::move(h));
-      }
-      --producing;
-    });
-  }
-  for (int c = 0; c < consumers; ++c) {
-    threads.emplace_back([&, c] {
-      for (int k = 0, empties = 0; empties < 2; ++k) {
-        const bool done = producing.load() == 0;
-        const bool max = priority && (k + c) % 2 == 1;
-        history::Pop h{!priority ? history::PopKind::kFifo
-                                 : (max ? history::PopKind::kMax : history::PopKind::kMin),
-                       std::nullopt, now_ns(), 0};
-        h.value = !priority ? q.pop() : (max ? pq.pop_max() : pq.pop_min());
-        h.end = now_ns();
-        empties = (!h.value && done) ? empties + 1 : 0;
-        pops[c].push_back(std::move(h));
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const testing::History h = testing::run_producers_and_consumers({
+      .producers = clients / 2,
+      .consumers = clients - clients / 2,
+      .items = n,
+      .priority_of = [&](int i) { return std::int64_t{priority ? i % 7 : 0}; },
+      .push =
+          [&](const history::Push& p) {
+            priority ? pq.push(p.value, p.priority) : q.push(p.value);
+          },
+      .pop =
+          [&](int c, int k) {
+            if (!priority) return testing::PopOutcome{.value = q.pop()};
+            if ((k + c) % 2 == 1) return testing::PopOutcome{history::PopKind::kMax, pq.pop_max()};
+            return testing::PopOutcome{history::PopKind::kMin, pq.pop_min()};
+          },
+  });
   std::vector<std::string> left;
   while (auto v = priority ? pq.pop_min() : q.pop()) left.push_back(*v);
-  history::Result r = history::check(flatten(pushes), flatten(pops), left);
+  history::Result r = history::check(h.pushes, h.pops, left);
   testing::record_history(r);
   testing::record_faults(*db);
   return r;
@@ -188,42 +170,23 @@ history::Result run_timing_out_history(const std::string& url, bool high_content
   QueueOptions o = combining(high_contention);
   o.pop_timeout = std::chrono::milliseconds(8);
   Queue q(db, Subspace(Tuple().append("timeouts").append(high_contention)), o);
-  const history::PopKind kind = history::PopKind::kFifo;
-  constexpr int kProducers = 2, kConsumers = 6;
-  std::vector<std::vector<history::Push>> pushes(kProducers);
-  std::vector<std::vector<history::Pop>> pops(kConsumers);
-  std::atomic<int> producing{kProducers};
-  std::vector<std::thread> threads;
-  for (int p = 0; p < kProducers; ++p) {
-    threads.emplace_back([&, p] {
-      for (int i = p; i < n; i += kProducers) {
-        history::Push h{std::to_string(i), 0, now_ns(), 0};
-        q.push(h.value);
-        h.end = now_ns();
-        pushes[p].push_back(std::move(h));
-      }
-      --producing;
-    });
-  }
-  for (int c = 0; c < kConsumers; ++c) {
-    threads.emplace_back([&, c] {
-      for (int k = 0, empties = 0; empties < 2; ++k) {
-        const bool done = producing.load() == 0;
-        history::Pop h{kind, std::nullopt, now_ns(), 0};
-        try {
-          h.value = (k + c) % 2 == 0 ? q.pop() : q.pop_wait(std::chrono::milliseconds(0));
-        } catch (const Error& e) {
-          if (e.code() != ErrorCode::kTimedOut) throw;
-          ++timeouts;
-          continue;
-        }
-        h.end = now_ns();
-        empties = (!h.value && done) ? empties + 1 : 0;
-        pops[c].push_back(std::move(h));
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const testing::History h = testing::run_producers_and_consumers({
+      .producers = 2,
+      .consumers = 6,
+      .items = n,
+      .push = [&](const history::Push& p) { q.push(p.value); },
+      .pop =
+          [&](int c, int k) {
+            try {
+              return testing::PopOutcome{
+                  .value = (k + c) % 2 == 0 ? q.pop() : q.pop_wait(std::chrono::milliseconds(0))};
+            } catch (const Error& e) {
+              if (e.code() != ErrorCode::kTimedOut) throw;
+              ++timeouts;
+              return testing::PopOutcome{.answered = false};
+            }
+          },
+  });
   std::vector<std::string> left;
   for (;;) {  // the faults are still on: a drain's pop may time out too
     try {
@@ -234,7 +197,7 @@ history::Result run_timing_out_history(const std::string& url, bool high_content
       if (e.code() != ErrorCode::kTimedOut) throw;
     }
   }
-  history::Result r = history::check(flatten(pushes), flatten(pops), left);
+  history::Result r = history::check(h.pushes, h.pops, left);
   testing::record_history(r);
   testing::record_faults(*db);
   return r;

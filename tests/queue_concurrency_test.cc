@@ -14,6 +14,7 @@
 #include "kvq/kvq.h"
 #include "support/figures.h"
 #include "support/layer_fixture.h"
+#include "support/producers_consumers.h"
 #include "tools/kvq/history.h"
 
 namespace kvq {
@@ -41,38 +42,16 @@ TEST_P(ConcurrencyTest, QueueProducersAndConsumersLoseNothingAndKeepFifo) {
   QueueOptions o;
   o.high_contention = hc();
   Queue q(db_, space_, o);
-  const int n = items(), c = clients(), producers = c / 2, consumers = c - producers;
-  std::vector<std::vector<history::Push>> pushes(producers);
-  std::vector<std::vector<history::Pop>> pops(consumers);
-  std::atomic<int> producing{producers};
-  std::vector<std::thread> threads;
-  for (int p = 0; p < producers; ++p) {
-    threads.emplace_back([&, p] {
-      for (int i = p; i < n; i += producers) {
-        history::Push h{std::to_string(i), 0, now_ns(), 0};
-        q.push(h.value);
-        h.end = now_ns();
-        pushes[p].push_back(std::move(h));
-      }
-      --producing;
-    });
-  }
-  for (int k = 0; k < consumers; ++k) {
-    threads.emplace_back([&, k] {
-      int empties = 0;
-      while (empties < 2) {
-        const bool done = producing.load() == 0;
-        history::Pop h{history::PopKind::kFifo, std::nullopt, now_ns(), 0};
-        h.value = q.pop();
-        h.end = now_ns();
-        empties = (!h.value && done) ? empties + 1 : 0;
-        pops[k].push_back(std::move(h));
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const int n = items(), c = clients();
+  const testing::History h = testing::run_producers_and_consumers({
+      .producers = c / 2,
+      .consumers = c - c / 2,
+      .items = n,
+      .push = [&](const history::Push& p) { q.push(p.value); },
+      .pop = [&](int, int) { return testing::PopOutcome{.value = q.pop()}; },
+  });
   EXPECT_EQ(q.size(), 0);
-  auto r = history::check(flatten(pushes), flatten(pops));
+  auto r = history::check(h.pushes, h.pops);
   testing::record_history(r);
   EXPECT_EQ(r.popped, n);
   expect_ok(r);
@@ -141,53 +120,37 @@ TEST_P(TimeoutTest, PoppersTimingOutUnderContentionLoseNothing) {
   const int n = GetParam().engine == "etcd"
                     ? static_cast<int>(env_int("KVQ_TEST_ETCD_ITEMS", 1500) / 5)
                     : static_cast<int>(testing::test_items() / 5);
-  const int producers = 4, poppers = static_cast<int>(env_int("KVQ_TEST_CLIENTS", 16));
-  std::vector<std::vector<history::Push>> pushes(producers);
-  std::vector<std::vector<history::Pop>> pops(poppers + 1);
-  std::atomic<int> producing{producers};
+  const int poppers = static_cast<int>(env_int("KVQ_TEST_CLIENTS", 16));
+  // A high-contention pop on etcd takes several round trips of ~1 ms each: scale the timeouts so
+  // pops can finish at all.
+  const int scale = GetParam().engine == "etcd" ? 100 : 1;
+  std::vector<std::mt19937> gens;
+  for (int k = 0; k < poppers; ++k) gens.emplace_back(static_cast<unsigned>(k));
   std::atomic<long> timeouts{0};
-  std::vector<std::thread> threads;
-  for (int p = 0; p < producers; ++p) {
-    threads.emplace_back([&, p] {
-      for (int i = p; i < n; i += producers) {
-        history::Push h{std::to_string(i), i % 7, now_ns(), 0};
-        pq.push(h.value, h.priority);
-        h.end = now_ns();
-        pushes[p].push_back(std::move(h));
-      }
-      --producing;
-    });
-  }
-  for (int k = 0; k < poppers; ++k) {
-    threads.emplace_back([&, k] {
-      std::mt19937 gen(static_cast<unsigned>(k));
-      int empties = 0;
-      while (empties < 2) {
-        const bool done = producing.load() == 0;
-        const bool min = gen() % 2 == 0;
-        history::Pop h{min ? history::PopKind::kMin : history::PopKind::kMax, std::nullopt,
-                       now_ns(), 0};
-        try {
-          // A high-contention pop on etcd takes several round trips of ~1 ms each: scale the
-          // timeouts so pops can finish at all.
-          const int scale = GetParam().engine == "etcd" ? 100 : 1;
-          auto timeout = std::chrono::milliseconds(scale * static_cast<int>(1 + gen() % 3));
-          h.value = min ? pq.pop_min(timeout) : pq.pop_max(timeout);
-        } catch (const Error& e) {
-          ASSERT_EQ(e.code(), ErrorCode::kTimedOut) << e.what();
-          ++timeouts;
-          continue;  // no item for this pop: it must still be in the queue
-        }
-        h.end = now_ns();
-        empties = (!h.value && done) ? empties + 1 : 0;
-        pops[k].push_back(std::move(h));
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const testing::History h = testing::run_producers_and_consumers({
+      .producers = 4,
+      .consumers = poppers,
+      .items = n,
+      .priority_of = [](int i) { return std::int64_t{i % 7}; },
+      .push = [&](const history::Push& p) { pq.push(p.value, p.priority); },
+      .pop =
+          [&](int c, int) {
+            std::mt19937& gen = gens[static_cast<std::size_t>(c)];
+            const bool min = gen() % 2 == 0;
+            const auto timeout = std::chrono::milliseconds(scale * static_cast<int>(1 + gen() % 3));
+            try {
+              return testing::PopOutcome{min ? history::PopKind::kMin : history::PopKind::kMax,
+                                         min ? pq.pop_min(timeout) : pq.pop_max(timeout)};
+            } catch (const Error& e) {
+              EXPECT_EQ(e.code(), ErrorCode::kTimedOut) << e.what();
+              ++timeouts;
+              return testing::PopOutcome{.answered = false};  // its item must still be queued
+            }
+          },
+  });
   std::vector<std::string> left;
   while (auto v = pq.pop_min()) left.push_back(*v);
-  auto r = history::check(flatten(pushes), flatten(pops), left);
+  auto r = history::check(h.pushes, h.pops, left);
   testing::record_history(r);
   EXPECT_EQ(r.popped + r.remaining, n);
   expect_ok(r);

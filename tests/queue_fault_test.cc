@@ -7,22 +7,18 @@
 // whose consuming commit ended in commit_unknown_result. Those cases check exactly-once only.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
-#include <random>
-#include <thread>
 #include <vector>
 
 #include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
 #include "support/figures.h"
 #include "support/layer_engines.h"
+#include "support/producers_consumers.h"
 #include "tools/kvq/history.h"
 
 namespace kvq {
 namespace {
-
-using history::now_ns;
 
 struct FaultParam {
   bool priority;
@@ -56,51 +52,36 @@ TEST_P(FaultTest, RetriesAfterUnknownResultNeitherDuplicateNorLoseItems) {
   const bool unordered = GetParam().short_request_ttl;
 
   const int n = static_cast<int>(testing::test_items() / 10);
-  const int producers = 4, consumers = GetParam().short_request_ttl ? 12 : 4;
-  std::vector<std::vector<history::Push>> pushes(producers);
-  std::vector<std::vector<history::Pop>> pops(consumers + 1);
-  std::atomic<int> producing{producers};
-  std::vector<std::thread> threads;
-  for (int p = 0; p < producers; ++p) {
-    threads.emplace_back([&, p] {
-      for (int i = p; i < n; i += producers) {
-        history::Push h{std::to_string(i), i % 5, now_ns(), 0};
-        if (prio) {
-          pq.push(h.value, h.priority);
-        } else {
-          q.push(h.value);
-        }
-        h.end = now_ns();
-        pushes[p].push_back(std::move(h));
-      }
-      --producing;
-    });
-  }
-  for (int c = 0; c < consumers; ++c) {
-    threads.emplace_back([&, c] {
-      int empties = 0;
-      for (int k = 0; empties < 2; ++k) {
-        const bool done = producing.load() == 0;
-        history::Pop h{unordered ? history::PopKind::kAny
-                       : prio    ? (k % 2 ? history::PopKind::kMax : history::PopKind::kMin)
-                                 : history::PopKind::kFifo,
-                       std::nullopt, now_ns(), 0};
-        h.value = !prio ? q.pop() : (k % 2 ? pq.pop_max() : pq.pop_min());
-        h.end = now_ns();
-        empties = (!h.value && done) ? empties + 1 : 0;
-        pops[c].push_back(std::move(h));
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const testing::History h = testing::run_producers_and_consumers({
+      .producers = 4,
+      .consumers = GetParam().short_request_ttl ? 12 : 4,
+      .items = n,
+      .priority_of = [](int i) { return std::int64_t{i % 5}; },
+      .push =
+          [&](const history::Push& p) {
+            if (prio) {
+              pq.push(p.value, p.priority);
+            } else {
+              q.push(p.value);
+            }
+          },
+      .pop =
+          [&](int, int k) {
+            if (!prio) {
+              return testing::PopOutcome{
+                  unordered ? history::PopKind::kAny : history::PopKind::kFifo, q.pop()};
+            }
+            const bool max = k % 2 == 1;
+            return testing::PopOutcome{
+                unordered ? history::PopKind::kAny
+                          : (max ? history::PopKind::kMax : history::PopKind::kMin),
+                max ? pq.pop_max() : pq.pop_min()};
+          },
+  });
   faulty->set_options({});
   std::vector<std::string> left;
   while (auto v = prio ? pq.pop_min() : q.pop()) left.push_back(*v);
-  std::vector<history::Push> all_pushes;
-  for (auto& v : pushes) all_pushes.insert(all_pushes.end(), v.begin(), v.end());
-  std::vector<history::Pop> all_pops;
-  for (auto& v : pops) all_pops.insert(all_pops.end(), v.begin(), v.end());
-  auto r = history::check(all_pushes, all_pops, left);
+  auto r = history::check(h.pushes, h.pops, left);
   testing::record_history(r);
   testing::record_faults(*db);
   EXPECT_TRUE(r.ok);
