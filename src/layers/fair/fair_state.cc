@@ -142,8 +142,11 @@ std::optional<T> FairState::serve_marked(const Serve<T>& serve_one,
 }
 
 std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::string& tenant,
-                                               std::size_t n, std::int64_t now_us) {
-  if (auto got = tenant_pops_.pop(tr, tenant, n, db_->limits(), now_us)) return std::move(*got);
+                                               std::size_t n, std::int64_t now_us,
+                                               ShortBatch short_batch) {
+  if (auto got = tenant_pops_.pop(tr, tenant, n, db_->limits(), now_us, short_batch)) {
+    return std::move(*got);
+  }
   return tenant_queue(tenant).pop_batch(tr, n);  // its Queue moves the due timers first
 }
 
@@ -154,7 +157,7 @@ FairState::Serve<FairItem> FairState::popper() {
       const std::string_view tenants[] = {tenant};
       tenant_pops_.prefetch(tr, tenants, now);  // its two reads in one round trip
     }
-    std::vector<std::string> got = pop_tenant(tr, tenant, 1, now);
+    std::vector<std::string> got = pop_tenant(tr, tenant, 1, now, ShortBatch::kMeansNoMore);
     if (got.empty()) return std::nullopt;
     return FairItem{tenant, std::move(got[0])};
   };
@@ -294,14 +297,17 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
       if (hint_reads_ && i == prefetched) {
         prefetched = prefetch_turns(tr, ring, i, turn_ops, limits, now);
       }
-      std::vector<std::string> got = pop_tenant(tr, entry.tenant, want, now);
+      std::vector<std::string> got =
+          pop_tenant(tr, entry.tenant, want, now, ShortBatch::kSaysNothing);
       if (got.empty()) {  // its items ran out (read with a conflict): it leaves the ring
         index_.retire(tr, entry);
         if (++retired == kRetirePerTransaction) return out;  // commit that, go on
         continue;
       }
       index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone);
+      const bool short_turns = got.size() < want;
       for (std::string& v : got) out.push_back(FairItem{entry.tenant, std::move(v)});
+      if (short_turns) return out;  // the next transaction reads whether it is empty now
       const TransactionUsage now = tr.usage();
       turn_ops = std::max(turn_ops, now.operations - before.operations);
       turn_bytes = std::max(turn_bytes, now.bytes - before.bytes);

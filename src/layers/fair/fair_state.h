@@ -113,9 +113,10 @@ class FairState {
   // clear that wake-up.
   bool at_lease_limit(Transaction& tr, std::string_view tenant) const;
   // Up to `n` (>= 1) items from the front of `tenant`'s items, as its Queue::pop_batch(tr, n)
-  // (through tenant_pops_, or the tenant's Queue if it has timers due by `now_us` to move first).
+  // (through tenant_pops_, or the tenant's Queue if it has timers due by `now_us` to move first),
+  // fewer than n telling what `short_batch` says (fitting.h; the tenant's Queue: kMeansNoMore).
   std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n,
-                                      std::int64_t now_us);
+                                      std::int64_t now_us, ShortBatch short_batch);
   // A turn's pop: the front item of the tenant, nullopt if it has none.
   Serve<FairItem> popper();
   // pop() combined with other threads' (options.combine); throws timed_out or
@@ -130,7 +131,10 @@ class FairState {
   // Up to `n` pops in one pass over the ring: a read of its first n + 1 entries, then one pop_batch
   // per tenant of as many items as its credit (all n if it is alone in the ring), its entry
   // advanced once for them; another pass if tenants left the ring. nullopt for each pop left if
-  // no tenant has a ready item. Fewer if `limits` or kRetirePerTransaction are reached.
+  // no tenant has a ready item. Fewer if `limits` or kRetirePerTransaction are reached, or if a
+  // tenant had fewer items than its turns: its read conflicts only up to the last item taken
+  // (ShortBatch::kSaysNothing), so pushes to it meanwhile do not conflict, and the pops left go to
+  // the caller's next transaction (only a read that finds a tenant empty retires it).
   std::vector<std::optional<FairItem>> turns_that_fit(Transaction& tr, std::size_t n,
                                                       const TransactionLimits& limits);
   // Prefetches (TenantPops::prefetch) the first reads of the turns of ring[from...]: those of as

@@ -37,13 +37,14 @@ constexpr RangeOptions kDueRead{.limit = 1, .snapshot = true};
 std::optional<std::vector<std::string>> TenantPops::pop(Transaction& tr, std::string_view tenant,
                                                         std::size_t n,
                                                         const TransactionLimits& limits,
-                                                        std::int64_t now_us) {
+                                                        std::int64_t now_us,
+                                                        ShortBatch short_batch) {
   const std::shared_ptr<const Keys> k = keys_of(tenant);
   if (!tr.get_range(k->due_begin, due_before_key(k->control, now_us), kDueRead).empty()) {
     return std::nullopt;
   }
   std::vector<std::string> out;
-  consume_fitting(tr, k->items, limits, contention::Side::kFront, n, ShortBatch::kMeansNoMore,
+  consume_fitting(tr, k->items, limits, contention::Side::kFront, n, short_batch,
                   [&](KeyValue& kv) {
                     tr.clear(kv.key);
                     out.push_back(std::move(kv.value));

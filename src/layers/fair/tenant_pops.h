@@ -23,6 +23,7 @@
 #include "kvq/subspace.h"
 #include "layers/contention/control.h"
 #include "layers/fair/fair_keys.h"
+#include "layers/fitting.h"
 
 namespace kvq::detail {
 
@@ -35,12 +36,13 @@ class TenantPops {
 
   // Up to `n` (>= 1) items from the front of `tenant`'s items, removed, as the tenant's
   // Queue::pop_batch(tr, n) returns them (with the same reads, writes and read conflicts, cut to
-  // `limits` the same way). nullopt, after one snapshot read, if the tenant has a timer due by
-  // `now_us` (an expired lease or a due delayed item): then the caller pops through the tenant's
-  // Queue, which moves the due timers first.
+  // `limits` the same way), except that fewer than n tells what `short_batch` says (fitting.h).
+  // nullopt, after one snapshot read, if the tenant has a timer due by `now_us` (an expired lease
+  // or a due delayed item): then the caller pops through the tenant's Queue, which moves the due
+  // timers first.
   std::optional<std::vector<std::string>> pop(Transaction& tr, std::string_view tenant,
                                               std::size_t n, const TransactionLimits& limits,
-                                              std::int64_t now_us);
+                                              std::int64_t now_us, ShortBatch short_batch);
   // Tells `tr` (Transaction::prefetch) the first two reads that pop(tr, tenant, n, limits, now_us)
   // makes for each of `tenants` (its timers and its front item; the same for any n), so that an
   // engine with round trips fetches them for all of these tenants in one.
