@@ -279,7 +279,7 @@ const std::vector<BadCase>& bad_cases() {
       {"bench --clients 0", 2, "--clients"},
       {"bench --kinds queue,stack", 2, "--kinds: stack not in {queue,pq}"},
       {"bench --modes fast", 2, "--modes: fast not in {plain,hc}"},
-      {"bench --ops peek", 2, "--ops: peek not in {push,pop,take,cycle}"},
+      {"bench --ops peek", 2, "--ops: peek not in {push,pop,take,cycle,flow}"},
       {"bench --seconds 0", 2, "--seconds"},
       {"bench --seconds soon", 2, "--seconds"},
       {"bench --prefill 0", 2, "--prefill"},
@@ -716,6 +716,18 @@ TEST_F(CliTest, BenchShortRunPrintsJson) {
   for (const auto& row : j["results"]) {
     EXPECT_GT(row["ops"].template get<long>(), 0) << row.dump();
     EXPECT_GE(row["p99_us"].template get<double>(), row["p50_us"].template get<double>());
+  }
+}
+
+// flow: one client in four pushes, the others wait for items (pop_wait); every row has ops.
+TEST_F(CliTest, BenchFlowRunsProducersAndWaitingConsumers) {
+  CliRun r = run("bench --ops flow --clients 4,8 --seconds 50ms --combine --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["results"].size(), 8u);  // 2 kinds x 2 modes x 2 client counts
+  for (const auto& row : j["results"]) {
+    EXPECT_EQ(row["op"], "flow") << row.dump();
+    EXPECT_GT(row["ops"].template get<long>(), 0) << row.dump();
   }
 }
 

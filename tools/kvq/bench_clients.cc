@@ -38,15 +38,35 @@ std::optional<std::string> pop_one(Target& t, bool max) {
   return max ? t.pq.pop_max() : t.pq.pop_min();
 }
 
+// How long a "flow" consumer's pop waits for an item.
+constexpr std::chrono::milliseconds kFlowWait{100};
+
+// A blocking pop of a "flow" consumer; a wait that ended without an item is an operation too.
+void pop_waiting(Target& t, bool max) {
+  if (!t.is_pq) {
+    t.q.pop_wait(kFlowWait);
+  } else if (max) {
+    t.pq.pop_max_wait(kFlowWait);
+  } else {
+    t.pq.pop_min_wait(kFlowWait);
+  }
+}
+
 // One operation of client `c`'s `n`th iteration; false if a pop or take found the queue empty.
-// "cycle" pops an item and pushes it back, so the queue keeps its depth (the prefill).
+// "cycle" pops an item and pushes it back, so the queue keeps its depth (the prefill). "flow":
+// one client in four pushes, the others pop with pop_wait, so the queue stays as short as
+// consumers that outnumber the producers keep it (pops wait for pushes, as job workers do).
 bool one_op(Target& t, const std::string& op, int c, std::uint64_t n, std::mt19937& gen,
             const std::string& value) {
-  if (op == "push") {
+  if (op == "push" || (op == "flow" && c % 4 == 0)) {
     push_one(t, gen, value);
     return true;
   }
   const bool max = (n + static_cast<std::uint64_t>(c)) % 2 != 0;
+  if (op == "flow") {
+    pop_waiting(t, max);
+    return true;
+  }
   if (op == "cycle") {
     auto v = pop_one(t, max);
     if (v) push_one(t, gen, *v);

@@ -163,7 +163,7 @@ Row make_row(const BenchOptions& o, const Point& p, Tally& tally) {
 Row measure(const BenchOptions& o, const Point& p) {
   auto db = kvq::open(o.url);
   Target t(db, o, p.kind, p.mode, p.seq);
-  if (p.op != "push") prefill(t, o.prefill);
+  if (p.op != "push" && p.op != "flow") prefill(t, o.prefill);
   Tally tally = o.processes > 1 ? run_processes(o, p) : run_threads(o, *db, t, p.op, p.threads);
   return make_row(o, p, tally);
 }
@@ -294,10 +294,11 @@ void add_workload_options(CLI::App* bench, BenchOptions* o) {
       ->capture_default_str();
   bench
       ->add_option("--ops", o->ops,
-                   "comma-separated: push,pop,take,cycle (take = take + ack; cycle = pop and push "
-                   "back, keeping the queue at --prefill items)")
+                   "comma-separated: push,pop,take,cycle,flow (take = take + ack; cycle = pop "
+                   "and push back, keeping the queue at --prefill items; flow = one client in "
+                   "four pushes, the others pop with pop_wait(100ms), from an empty queue)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"push", "pop", "take", "cycle"}))
+      ->check(CLI::IsMember({"push", "pop", "take", "cycle", "flow"}))
       ->capture_default_str();
   bench
       ->add_option("--prefill", o->prefill,
