@@ -17,7 +17,7 @@ namespace {
 struct Totals {
   std::uint64_t seeds = 0, failed = 0, nondeterministic = 0, steps = 0;
   std::int64_t clients = 0, operations = 0, pushed = 0, popped = 0, acked = 0;
-  std::int64_t leases_lost = 0, redeliveries = 0, simulated_ms = 0, violations = 0;
+  std::int64_t leases_lost = 0, extended = 0, redeliveries = 0, simulated_ms = 0, violations = 0;
   std::int64_t high_contention = 0, combining = 0, combined = 0, waits = 0, waits_empty = 0,
                delayed_pushes = 0, delayed_nacks = 0;
   std::uint64_t unknown_applied = 0, unknown_not_applied = 0, conflicts = 0, too_old = 0;
@@ -35,6 +35,7 @@ struct Totals {
     popped += r.popped;
     acked += r.acked;
     leases_lost += r.leases_lost;
+    extended += r.extended;
     redeliveries += r.redeliveries;
     high_contention += r.high_contention ? 1 : 0;
     combining += r.combine ? 1 : 0;
@@ -86,8 +87,9 @@ void print_summary(const SimulateOptions& o, const Totals& t, double real_second
   std::printf("  clients %" PRId64 ", operations %" PRId64 ", scheduling steps %" PRIu64 "\n",
               t.clients, t.operations, t.steps);
   std::printf("  pushed %" PRId64 ", delivered %" PRId64 " (popped %" PRId64 ", acked %" PRId64
-              "), redelivered %" PRId64 ", leases lost %" PRId64 "\n",
-              t.pushed, t.popped + t.acked, t.popped, t.acked, t.redeliveries, t.leases_lost);
+              "), redelivered %" PRId64 ", leases extended %" PRId64 ", leases lost %" PRId64 "\n",
+              t.pushed, t.popped + t.acked, t.popped, t.acked, t.redeliveries, t.extended,
+              t.leases_lost);
   std::printf("  structures: Queue %" PRId64 " seeds, PriorityQueue %" PRId64 ", FairQueue %" PRId64
               " (fairness probes: %" PRId64 " pops)\n",
               at(t.structures, "Queue"), at(t.structures, "PriorityQueue"),

@@ -32,7 +32,8 @@ std::vector<Lease> as_leases(std::optional<Lease> l) {
   return out;
 }
 
-// What the three structures share: one object under ("sim"), and ack / nack of its leases.
+// What the three structures share: one object under ("sim"), and ack / nack / extend of its
+// leases.
 template <typename Layer, typename Options>
 class TargetOn : public Target {
  public:
@@ -40,6 +41,7 @@ class TargetOn : public Target {
       : queue_(std::move(db), Subspace(Tuple().append("sim")), o) {}
   void ack(const Lease& lease) override { queue_.ack(lease); }
   void nack(const Lease& lease, milliseconds delay) override { queue_.nack(lease, delay); }
+  void extend(const Lease& lease, milliseconds vt) override { queue_.extend(lease, vt); }
 
  protected:
   Layer queue_;

@@ -63,9 +63,11 @@ class Target {
   // One blocking take: the lease, or nullopt if nothing came by `timeout`.
   virtual std::optional<Lease> take_wait(history::PopKind kind, std::chrono::milliseconds vt,
                                          std::chrono::milliseconds timeout) = 0;
-  // Ack / nack (with `delay`) of a lease of this structure (lease_lost once it is gone).
+  // Ack / nack (with `delay`) / extend (to `vt` from now) of a lease of this structure
+  // (lease_lost once it is gone).
   virtual void ack(const Lease& lease) = 0;
   virtual void nack(const Lease& lease, std::chrono::milliseconds delay) = 0;
+  virtual void extend(const Lease& lease, std::chrono::milliseconds vt) = 0;
   // Items ready, delayed, leased or dead letters.
   virtual std::int64_t left() = 0;
 };

@@ -21,6 +21,8 @@
 #include "engine/testing/scheduling_engine.h"
 #include "kvq/kvq.h"
 #include "layers/combining/combiner.h"
+#include "tools/kvq/fairness_probe.h"
+#include "tools/kvq/held_leases.h"
 #include "tools/kvq/history.h"
 #include "tools/kvq/simulated_structure.h"
 
@@ -220,6 +222,7 @@ class World {
     const std::int64_t start = tick();
     std::optional<std::string> v;
     if (!gave_up_waiting(me, [&] { v = target_->pop_wait(kind, timeout); })) return;
+    check_not_leased(v);
     ++result_.operations;
     ++result_.waits;
     if (!v) ++result_.waits_empty;
@@ -232,9 +235,11 @@ class World {
     const milliseconds vt = between_ms(rng, 1000, 5000);
     const milliseconds timeout = between_ms(rng, 500, 5000);
     const std::int64_t start = tick();
+    const common::SteadyTime started = clock_.steady_now();
     std::optional<Lease> l;
     if (!gave_up_waiting(me, [&] { l = target_->take_wait(kind, vt, timeout); })) return;
     const std::int64_t end = tick();
+    if (l) hold(*l, started, vt);
     ++result_.operations;
     ++result_.waits;
     if (!l) ++result_.waits_empty;
@@ -247,6 +252,7 @@ class World {
   void pop(int me, PopKind kind) {
     const std::int64_t start = tick();
     std::optional<std::string> v = target_->pop(kind);
+    check_not_leased(v);
     ++result_.operations;
     delivered(me, std::string("pop") + kind_suffix(kind), kind, v, start, tick(), /*final=*/true);
     if (v) ++result_.popped;
@@ -255,8 +261,10 @@ class World {
   void take(int me, PopKind kind, std::mt19937_64& rng, std::uint64_t n) {
     const milliseconds vt(1000 + static_cast<std::int64_t>(rng() % 4000));
     const std::int64_t start = tick();
+    const common::SteadyTime started = clock_.steady_now();
     const std::vector<Lease> leases = target_->take(kind, n, vt);
     const std::int64_t end = tick();
+    for (const Lease& l : leases) hold(l, started, vt);
     ++result_.operations;
     const std::string op = std::string("take") + kind_suffix(kind);
     if (leases.empty()) delivered(me, op, kind, std::nullopt, start, end, /*final=*/false);
@@ -264,9 +272,22 @@ class World {
     for (const Lease& l : leases) settle(me, rng, l, vt);
   }
 
-  // Acks, nacks, acks late (the lease may have run out) or abandons a lease (it runs out).
+  // A delivery of `value` (if any) just returned: no lease on it may still hold.
+  void check_not_leased(const std::optional<std::string>& value) {
+    if (!value) return;
+    if (auto why = leases_.check_delivery(*value, clock_.steady_now())) problem(*why);
+  }
+
+  // `lease` was just taken by a take that started at `started`: checked, then held.
+  void hold(const Lease& lease, common::SteadyTime started, milliseconds vt) {
+    check_not_leased(lease.value);
+    leases_.taken(lease, started, vt);
+  }
+
+  // Acks, nacks, acks late (the lease may have run out), extends then acks (perhaps late), or
+  // abandons a lease (it runs out).
   void settle(int me, std::mt19937_64& rng, const Lease& lease, milliseconds vt) {
-    const std::uint64_t pick = rng() % 6;
+    const std::uint64_t pick = rng() % 7;
     if (pick == 3 || pick == 4) clock_.sleep_for(milliseconds(rng() % (2 * vt.count())));
     if (pick == 5) {
       trace(me, "abandon", lease.value);
@@ -275,6 +296,8 @@ class World {
     const std::int64_t start = tick();
     try {
       ++result_.operations;
+      if (pick == 6) extend(me, rng, lease, vt);
+      leases_.released(lease);
       if (pick == 2 || pick == 4) {
         nack(me, rng, lease);
         return;
@@ -288,6 +311,19 @@ class World {
       ++result_.leases_lost;
       trace(me, "lease_lost", lease.value);
     }
+  }
+
+  // Extends `lease` at some time within `vt` to 1-5 s from then, then sleeps up to twice that
+  // (the ack after it may find the lease gone). Throws lease_lost if it ran out first.
+  void extend(int me, std::mt19937_64& rng, const Lease& lease, milliseconds vt) {
+    clock_.sleep_for(milliseconds(rng() % vt.count()));
+    const milliseconds longer = between_ms(rng, 1000, 5000);
+    const common::SteadyTime started = clock_.steady_now();
+    target_->extend(lease, longer);
+    leases_.extended(lease, started, longer);
+    ++result_.extended;
+    trace(me, "extend", lease.value);
+    clock_.sleep_for(milliseconds(rng() % (2 * longer.count())));
   }
 
   // Nacks `lease`, half the time with a delay of up to 3 s (the item goes to the back when due;
@@ -344,52 +380,17 @@ class World {
     }
   }
 
-  // FairQueue, after the drain (one thread, no faults): 1-4 items for each of three tenants,
-  // then pops until empty; each item must come once, in its tenant's order, and the turns
-  // round-robin (docs/queues.md, "Fair queues").
+  // FairQueue, after the drain: fairness_probe.h.
   void probe_fairness() {
-    std::mt19937_64 rng(seed_ ^ (kMix * 3));
-    std::vector<std::string> expected;
     try {
-      for (int t = 0; t < 3; ++t) {
-        for (std::uint64_t n = 1 + rng() % 4; n > 0; --n) {
-          Item item{"probe-" + std::to_string(expected.size()), 0, "t" + std::to_string(t)};
-          target_->push({item}, milliseconds(0));
-          tenant_of_[item.value] = item.tenant;
-          expected.push_back(item.value);
-        }
-      }
-      std::vector<std::string> tenants;
-      std::vector<std::string> popped;
-      while (std::optional<std::string> v = target_->pop(PopKind::kFifo)) {
-        trace(-1, "probe", *v);
-        tenants.push_back(tenant_of_[*v]);
-        popped.push_back(std::move(*v));
-      }
-      result_.operations += static_cast<std::int64_t>(expected.size() + popped.size() + 1);
-      result_.fairness_pops += static_cast<std::int64_t>(popped.size());
-      check_probe(expected, popped, tenants);
+      ProbeResult r = cli::probe_fairness(*target_, seed_);
+      for (const std::string& v : r.popped) trace(-1, "probe", v);
+      result_.operations += r.pushed + static_cast<std::int64_t>(r.popped.size()) + 1;
+      result_.fairness_pops += static_cast<std::int64_t>(r.popped.size());
+      for (std::string& p : r.problems) problem(p);
     } catch (const std::exception& e) {
       problem(std::string("fairness probe: unexpected error: ") + e.what());
     }
-  }
-
-  void check_probe(std::vector<std::string> expected, std::vector<std::string> popped,
-                   const std::vector<std::string>& tenants) {
-    if (const std::string why = history::round_robin_break(tenants); !why.empty()) {
-      problem("fairness probe: round-robin broken: " + why);
-    }
-    // Within a tenant, in push order: the popped values of one tenant are increasing.
-    std::unordered_map<std::string, std::size_t> last;
-    for (const std::string& v : popped) {
-      const std::size_t n = std::stoul(v.substr(6));
-      auto [it, first] = last.emplace(tenant_of_[v], n);
-      if (!first && it->second > n) problem("fairness probe: out of tenant order: " + v);
-      it->second = n;
-    }
-    std::sort(expected.begin(), expected.end());
-    std::sort(popped.begin(), popped.end());
-    if (expected != popped) problem("fairness probe: the pops are not the items pushed");
   }
 
   // The order checks over the items pushed without a delay (history.h): for a Queue, FIFO over
@@ -468,6 +469,7 @@ class World {
   std::shared_ptr<engine::FaultInjectionEngine> faults_;
   std::shared_ptr<Database> db_;
   std::unique_ptr<Target> target_;
+  HeldLeases leases_;
   SeedResult result_;
   std::int64_t tick_ = 0;
   std::uint64_t digest_ = kFnvOffset;

@@ -47,7 +47,8 @@ struct SeedResult {
   std::int64_t pushed = 0;
   std::int64_t popped = 0;         // delivered by pop (clients and drain)
   std::int64_t acked = 0;          // delivered by take + ack
-  std::int64_t leases_lost = 0;    // acks and nacks that found their lease gone (it ran out)
+  std::int64_t leases_lost = 0;    // acks, nacks, extends that found their lease gone (ran out)
+  std::int64_t extended = 0;       // leases extended (then acked, maybe too late)
   std::int64_t redeliveries = 0;   // takes of an item delivered before (after a nack or expiry)
   bool high_contention = false;    // the pops: high-contention staging, or plain (not FairQueue)
   bool combine = false;            // the clients' operations combined (QueueOptions::combine)

@@ -1,0 +1,68 @@
+#include "tools/kvq/fairness_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <random>
+#include <unordered_map>
+
+#include "tools/kvq/simulation.h"
+
+namespace kvq::cli {
+namespace {
+
+constexpr std::string_view kPrefix = "probe-";
+
+// The round-robin, tenant-order and same-items checks of the values popped (their tenants in
+// `tenant_of`) against those pushed, `expected`.
+std::vector<std::string> check_probe(
+    std::vector<std::string> expected, std::vector<std::string> popped,
+    const std::unordered_map<std::string, std::string>& tenant_of) {
+  std::vector<std::string> problems;
+  std::vector<std::string> tenants;
+  for (const std::string& v : popped) tenants.push_back(tenant_of.at(v));
+  if (const std::string why = history::round_robin_break(tenants); !why.empty()) {
+    problems.push_back("fairness probe: round-robin broken: " + why);
+  }
+  // Within a tenant, in push order: the popped values of one tenant are increasing.
+  std::unordered_map<std::string, std::size_t> last;
+  for (const std::string& v : popped) {
+    const std::size_t n = std::stoul(v.substr(kPrefix.size()));
+    auto [it, first] = last.emplace(tenant_of.at(v), n);
+    if (!first && it->second > n) problems.push_back("fairness probe: out of tenant order: " + v);
+    it->second = n;
+  }
+  std::sort(expected.begin(), expected.end());
+  std::sort(popped.begin(), popped.end());
+  if (expected != popped) problems.push_back("fairness probe: the pops are not the items pushed");
+  return problems;
+}
+
+}  // namespace
+
+ProbeResult probe_fairness(Target& target, std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ (kSeedMix * 3));
+  std::vector<std::string> expected;
+  std::unordered_map<std::string, std::string> tenant_of;
+  for (int t = 0; t < 3; ++t) {
+    for (std::uint64_t n = 1 + rng() % 4; n > 0; --n) {
+      Item item{std::string(kPrefix) + std::to_string(expected.size()), 0, "t" + std::to_string(t)};
+      target.push({item}, std::chrono::milliseconds(0));
+      tenant_of[item.value] = item.tenant;
+      expected.push_back(item.value);
+    }
+  }
+  ProbeResult r;
+  r.pushed = static_cast<std::int64_t>(expected.size());
+  while (std::optional<std::string> v = target.pop(history::PopKind::kFifo)) {
+    if (!tenant_of.contains(*v)) {
+      r.problems.push_back("fairness probe: popped a value it did not push: " + *v);
+      return r;
+    }
+    r.popped.push_back(std::move(*v));
+  }
+  r.problems = check_probe(expected, r.popped, tenant_of);
+  return r;
+}
+
+}  // namespace kvq::cli

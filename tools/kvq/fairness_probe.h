@@ -1,0 +1,28 @@
+// The fairness probe of a `kvq simulate` FairQueue seed (simulation.h): after the drain, on one
+// thread and without faults, 1-4 items for each of three tenants, then pops until empty; each
+// item must come once, in its tenant's order, and the turns round-robin (docs/queues.md, "Fair
+// queues").
+#ifndef KVQ_TOOLS_KVQ_FAIRNESS_PROBE_H_
+#define KVQ_TOOLS_KVQ_FAIRNESS_PROBE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tools/kvq/simulated_structure.h"
+
+namespace kvq::cli {
+
+struct ProbeResult {
+  std::int64_t pushed = 0;
+  std::vector<std::string> popped;    // in the order the pops returned them
+  std::vector<std::string> problems;  // what broke: order, round-robin, or the items themselves
+};
+
+// Runs the probe on `target` (a drained FairQueue), its item counts drawn from `seed`. Throws what
+// the FairQueue's operations throw.
+ProbeResult probe_fairness(Target& target, std::uint64_t seed);
+
+}  // namespace kvq::cli
+
+#endif  // KVQ_TOOLS_KVQ_FAIRNESS_PROBE_H_
