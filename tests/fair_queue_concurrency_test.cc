@@ -198,7 +198,9 @@ TEST_P(FairQueueConcurrencyTest, CombinedPopsOfAShortTenantDoNotConflictWithPush
   }
   for (auto& t : poppers) t.join();
   pusher.join();
-  EXPECT_EQ(slow_db->stats().conflicts, 0u);
+  // The old read conflicted 2-3 times here. One conflict is allowed: a batch that finds the
+  // tenant empty (the pusher stalled for a whole batch) must read to the end.
+  EXPECT_LE(slow_db->stats().conflicts, 1u);
   // Exactly once and FIFO: the pops got the first kPoppers items.
   std::sort(got.begin(), got.end());
   std::vector<int> first(kPoppers);

@@ -73,6 +73,24 @@ TEST_P(FairContentionTest, ComposedPopServesWaitingRequestsFirst) {
 }
 
 // With no tenant ready, a waiting request is answered "empty" and our pop gets nothing.
+// A composed pop serves the waiting requests first, in turn order, even when a tenant has fewer
+// items than its turns (A: weight 2, one item): the refill reads on to the next tenant instead of
+// leaving the second request waiting and taking B's item itself (found in review in session 21).
+TEST_P(FairContentionTest, AComposedPopDoesNotOvertakeWaitingRequestsAfterAShortTenant) {
+  FairQueue fq = hc();
+  push_many(fq, "A", 1);
+  push_many(fq, "B", 2);
+  fq.set_weight("A", 2);
+  const std::string first(20, 'P'), second(20, 'Q');
+  staged_->add_phantom_request(first);
+  staged_->add_phantom_request(second);
+  const std::optional<FairItem> mine = db_->run([&](Transaction& tr) { return fq.pop(tr); });
+  EXPECT_EQ(staged_->delivered(first), "A-0");
+  EXPECT_EQ(staged_->delivered(second), "B-0");
+  EXPECT_EQ(str(mine), "B/B-1");
+  EXPECT_EQ(staged_->count("req"), 0);
+}
+
 TEST_P(FairContentionTest, EmptyQueueAnswersWaitingRequestsWithEmpty) {
   FairQueue fq = hc();
   const std::string phantom(20, 'P');

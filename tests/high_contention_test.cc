@@ -15,6 +15,7 @@
 #include "layers/contention/stats.h"
 #include "support/layer_fixture.h"
 #include "support/staged_requests.h"
+#include "support/test_values.h"
 
 namespace kvq {
 namespace {
@@ -112,6 +113,37 @@ TEST_P(HighContentionTest, ClearAnswersWaitingRequestsWithEmpty) {
   EXPECT_EQ(staged_->delivered(phantom), "<empty>");
   EXPECT_EQ(q.size(), 0);
   EXPECT_EQ(q.pop(), std::nullopt);
+}
+
+// clear() answers the waiting requests "empty" after clearing the items: the fulfiller's read of
+// the cleared range conflicts only as a read would (not over the items this transaction cleared:
+// on etcd each would have cost a compare, and 300 outgrew --max-txn-ops; found in review in
+// session 21).
+TEST_P(HighContentionTest, ClearOfManyItemsAnswersAWaitingRequestEmpty) {
+  Queue q = hc_queue();
+  for (int i = 0; i < 300; i += 50) q.push_batch(testing::numbered(i, 50));
+  const std::string phantom(20, 'P');
+  staged_->add_phantom_request(phantom);
+  q.clear();
+  EXPECT_EQ(staged_->delivered(phantom), "<empty>");
+  EXPECT_EQ(q.size(), 0);
+  EXPECT_EQ(staged_->count("req"), 0);
+}
+
+// A composed pop serves the waiting requests first: with one item and two requests, the first
+// gets it and the second is answered "empty" in the same transaction (an end that ran short is
+// read again there, not left waiting; found in review in session 21).
+TEST_P(HighContentionTest, AComposedPopAnswersEveryWaitingRequestWhenTheItemsRunShort) {
+  Queue q = hc_queue();
+  q.push("x");
+  const std::string first(20, 'P'), second(20, 'Q');
+  staged_->add_phantom_request(first);
+  staged_->add_phantom_request(second);
+  const std::optional<std::string> mine = db_->run([&](Transaction& tr) { return q.pop(tr); });
+  EXPECT_EQ(mine, std::nullopt);
+  EXPECT_EQ(staged_->delivered(first), "x");
+  EXPECT_EQ(staged_->delivered(second), "<empty>");
+  EXPECT_EQ(staged_->count("req"), 0);
 }
 
 // Issue 16, defect 1: 160 waiting requests used to be served in batches of 128, which outgrew
@@ -307,7 +339,9 @@ TEST_P(HighContentionTest, AShortFulfilmentBatchDoesNotConflictWithPushesMeanwhi
   while (!mine) mine = slow.pop();  // (answered empty only if no push came in a whole batch)
   popped = true;
   pusher.join();
-  EXPECT_EQ(stats.batch_conflicts.load() - conflicts, 0u);
+  // The old read conflicted 4 times here on every engine. One conflict is allowed: a batch that
+  // finds every item taken (the pusher stalled for a whole batch) must read to the end.
+  EXPECT_LE(stats.batch_conflicts.load() - conflicts, 1u);
   // The group got the first items (1 to kGroup of them), the pop the next one.
   std::vector<std::string> delivered = staged_->delivered_items(group);
   ASSERT_GE(delivered.size(), 1u);

@@ -51,6 +51,7 @@ class Session;
 namespace detail {
 class WatchState;
 class TransactionState;
+class TransactionAccess;
 struct DatabaseCounters;
 }  // namespace detail
 
@@ -252,6 +253,7 @@ class Transaction {
   explicit Transaction(std::unique_ptr<detail::TransactionState> state);
 
  private:
+  friend class detail::TransactionAccess;  // kvq's own layers (src/client/transaction_access.h)
   std::unique_ptr<detail::TransactionState> state_;
 };
 

@@ -1,6 +1,7 @@
 // The public kvq::Transaction, kvq::Watch and kvq::Database: thin wrappers over the client's
 // TransactionState (transaction_state.h) and the engine. Engines only see engine::Session
 // (src/engine/engine.h).
+#include "client/transaction_access.h"
 #include "client/transaction_state.h"
 #include "common/bytes.h"
 #include "engine/engine.h"
@@ -58,6 +59,11 @@ void Transaction::set_versionstamped_value(std::string_view key,
                                            std::string_view value_with_offset) {
   live(state_).set_versionstamped_value(key, value_with_offset);
 }
+void detail::TransactionAccess::add_read_conflict_as_read(Transaction& tr, std::string_view begin,
+                                                          std::string_view end) {
+  live(tr.state_).add_read_conflict_as_read(begin, end);
+}
+
 void Transaction::add_read_conflict_range(std::string_view begin, std::string_view end) {
   live(state_).add_read_conflict_range(begin, end);
 }

@@ -238,6 +238,13 @@ void TransactionState::add_read_conflict_range(std::string_view begin, std::stri
   add_read_conflict(std::string(begin), std::string(end), /*unwritten=*/false);
 }
 
+void TransactionState::add_read_conflict_as_read(std::string_view begin, std::string_view end) {
+  check_usable();
+  check_range(begin, end);
+  if (begin == end) return;
+  add_read_conflict(std::string(begin), std::string(end), /*unwritten=*/true);
+}
+
 void TransactionState::add_write_conflict_range(std::string_view begin, std::string_view end) {
   check_usable();
   check_range(begin, end);

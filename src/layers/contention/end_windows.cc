@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "client/transaction_access.h"
 #include "common/bytes.h"
 #include "kvq/error.h"
 #include "kvq/subspace.h"
@@ -141,9 +142,10 @@ std::vector<KeyValue> read_end_up_to_last(Transaction& tr, const ItemRange& item
   std::vector<KeyValue> out = read_end(tr, items, side, limit, /*snapshot=*/true);
   if (out.empty()) return out;
   if (side == Side::kFront) {
-    tr.add_read_conflict_range(items.begin, common::key_after(out.back().key));
+    detail::TransactionAccess::add_read_conflict_as_read(tr, items.begin,
+                                                         common::key_after(out.back().key));
   } else {
-    tr.add_read_conflict_range(out.back().key, items.end);
+    detail::TransactionAccess::add_read_conflict_as_read(tr, out.back().key, items.end);
   }
   return out;
 }

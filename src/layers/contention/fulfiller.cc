@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "client/transaction_access.h"
 #include "kvq/error.h"
 #include "layers/contention/end_windows.h"
 #include "layers/contention/owned_read.h"
@@ -100,9 +101,12 @@ void Fulfiller::serve_all(Transaction& tr) {
     }
     b.cap = b.reqs.size();
     b.consumed = 0;
+    r.items_ran_short = false;
     serve_requests(tr, b, &r);
     any = true;
-    if (r.cut || b.consumed == 0) break;  // the rest does not fit in this transaction
+    // The rest does not fit in this transaction; or, if an end ran short, another round reads it
+    // again (it finds no more at this read version: the rest are answered "empty", or refilled).
+    if (r.cut || b.consumed == 0) break;
   }
   if (b.taken > 0) add_size(tr, items_, -b.taken);
   if (any) tr.clear(keys_.lease());
@@ -219,7 +223,7 @@ void Fulfiller::serve_requests(Transaction& tr, Batch& b, Result* r) {
   read_ends(tr, b);
   while (b.consumed < b.cap) {
     if (!serve_one(tr, b, b.reqs[b.consumed], r)) {
-      r->cut = true;
+      if (!r->items_ran_short) r->cut = true;
       return;
     }
   }
@@ -240,7 +244,10 @@ bool Fulfiller::serve_one(Transaction& tr, Batch& b, const Request& req, Result*
   const int side = static_cast<int>(req.side);
   const bool none_left =
       items.empty() && (expired || (b.exhausted[side] && !peek_item(b, req.side)));
-  if (items.empty() && !none_left) return false;
+  if (items.empty() && !none_left) {
+    r->items_ran_short = !peek_item(b, req.side);  // else its item did not fit
+    return false;
+  }
   if (none_left && !b.first && !fits(before, b.per_request, 0)) return false;
   tr.add_read_conflict_key(req.key);
   tr.clear(req.key);
@@ -340,7 +347,9 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
     }
     b.ends[side] = read_end_up_to_last(tr, items_, static_cast<Side>(side), limit);
     b.exhausted[side] = b.ends[side].empty();
-    if (b.exhausted[side]) tr.add_read_conflict_range(items_.begin, items_.end);
+    if (b.exhausted[side]) {  // as the read would have added it (not over items cleared here)
+      detail::TransactionAccess::add_read_conflict_as_read(tr, items_.begin, items_.end);
+    }
   }
 }
 

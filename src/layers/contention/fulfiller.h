@@ -54,6 +54,9 @@ class Fulfiller {
     std::uint64_t expired = 0;    // abandoned requests withdrawn
     std::uint64_t reclaimed = 0;  // abandoned deliveries put back
     bool cut = false;             // the engine's limits ended the batch early
+    // An end ran out of the items read from it before the requests did (it was not empty): the
+    // requests left wait for a later read (fulfiller.cc read_ends), not "empty".
+    bool items_ran_short = false;
   };
 
   // `keys` must outlive the Fulfiller. `refill` (optional): see Refill. With `hint_reads`
@@ -67,7 +70,8 @@ class Fulfiller {
   // kNotLeader: someone else holds the lease. `hand_off_newest` (after a conflict): leave the
   // newest request unserved and hand it the lease rather than free it.
   Result leased_batch(Transaction& tr, const std::string& me, bool hand_off_newest);
-  // Answers every waiting request that fits in `tr` (composed pops, clear), ignoring the lease.
+  // Answers every waiting request that fits in `tr` (composed pops, clear), ignoring the lease;
+  // an end that runs short is read again (in `tr`: then it answers "empty" or, refilled, goes on).
   void serve_all(Transaction& tr);
   // Passes the lease from `me` (giving up) to the oldest other waiting request, or frees it.
   void pass_baton(Transaction& tr, const std::string& me);

@@ -307,7 +307,7 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
       index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone);
       const bool short_turns = got.size() < want;
       for (std::string& v : got) out.push_back(FairItem{entry.tenant, std::move(v)});
-      if (short_turns) return out;  // the next transaction reads whether it is empty now
+      if (short_turns) return out;  // a later read tells whether it is empty now
       const TransactionUsage now = tr.usage();
       turn_ops = std::max(turn_ops, now.operations - before.operations);
       turn_bytes = std::max(turn_bytes, now.bytes - before.bytes);
