@@ -72,7 +72,6 @@ TEST_P(FairContentionTest, ComposedPopServesWaitingRequestsFirst) {
   EXPECT_EQ(fq.size(), 2);
 }
 
-// With no tenant ready, a waiting request is answered "empty" and our pop gets nothing.
 // A composed pop serves the waiting requests first, in turn order, even when a tenant has fewer
 // items than its turns (A: weight 2, one item): the refill reads on to the next tenant instead of
 // leaving the second request waiting and taking B's item itself (found in review in session 21).
@@ -91,6 +90,7 @@ TEST_P(FairContentionTest, AComposedPopDoesNotOvertakeWaitingRequestsAfterAShort
   EXPECT_EQ(staged_->count("req"), 0);
 }
 
+// With no tenant ready, a waiting request is answered "empty" and our pop gets nothing.
 TEST_P(FairContentionTest, EmptyQueueAnswersWaitingRequestsWithEmpty) {
   FairQueue fq = hc();
   const std::string phantom(20, 'P');

@@ -11,10 +11,11 @@ namespace kvq::detail {
 class TransactionAccess {
  public:
   // Adds a read-conflict range over [begin, end) exactly as a non-snapshot range read of it adds
-  // one: less the ranges this transaction wrote without reading them (a read there is answered by
-  // those writes, as in FoundationDB). Transaction::add_read_conflict_range covers them too, as
-  // FoundationDB's does; on etcd every key of them would then cost a compare. For a layer that
-  // read with a snapshot read and decides afterwards how much of the range it depends on.
+  // one: less the keys and ranges this transaction has set or cleared (a read there is answered
+  // by those writes; keys with pending atomic adds still conflict). Transaction::
+  // add_read_conflict_range covers them too, as FoundationDB's does; on etcd every key of them
+  // would then cost a compare. For a layer that read with a snapshot read and decides afterwards
+  // how much of the range it depends on.
   static void add_read_conflict_as_read(Transaction& tr, std::string_view begin,
                                         std::string_view end);
 };

@@ -59,7 +59,7 @@ class TransactionState {
   void set_versionstamped_key(std::string_view key_with_offset, std::string_view value);
   void set_versionstamped_value(std::string_view key, std::string_view value_with_offset);
   void add_read_conflict_range(std::string_view begin, std::string_view end);
-  // As a non-snapshot read of [begin, end) adds it: less the ranges written without a read.
+  // As a non-snapshot read of [begin, end) adds it: less what this transaction set or cleared.
   void add_read_conflict_as_read(std::string_view begin, std::string_view end);
   void add_write_conflict_range(std::string_view begin, std::string_view end);
 

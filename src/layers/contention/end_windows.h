@@ -39,12 +39,11 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
                                bool snapshot);
 
 // As read_end(tr, items, side, limit, /*snapshot=*/false) when it finds `limit` items (the same
-// read-conflict range, less what this transaction wrote without reading); when it finds fewer
-// (and at least one), its read-conflict range still ends at the last one found, as if the read
-// had stopped at its limit there: pushes committed meanwhile beyond it do not conflict.
-// So a caller that gets fewer than `limit` items learns nothing of the rest of the range (a batch
-// of pops that takes them answers its other pops later: fitting.h ShortBatch). No read conflict
-// if it finds none.
+// read-conflict range); when it finds fewer (and at least one), its read-conflict range still
+// ends at the last one found, as if the read had stopped at its limit there: pushes committed
+// meanwhile beyond it do not conflict. So a caller that gets fewer than `limit` items learns
+// nothing of the rest of the range (a batch of pops that takes them answers its other pops later:
+// fitting.h ShortBatch). No read conflict if it finds none.
 std::vector<KeyValue> read_end_up_to_last(Transaction& tr, const ItemRange& items, Side side,
                                           int limit);
 

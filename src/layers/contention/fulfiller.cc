@@ -47,7 +47,10 @@ struct Fulfiller::Batch {
   std::vector<KeyValue> ends[2];  // [Side::kFront] first items, [Side::kBack] last items
   std::size_t next[2] = {0, 0};
   bool exhausted[2] = {false, false};  // that end has no item left for this batch (read_ends)
-  std::set<std::string> used;          // keys already handed out (the two ends may meet)
+  // That end's read found fewer items than it asked for, but some: the requests left after them
+  // wait for a later read, not for room (for the refill: fewer for either reason).
+  bool ran_short[2] = {false, false};
+  std::set<std::string> used;  // keys already handed out (the two ends may meet)
 };
 
 Fulfiller::Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
@@ -105,7 +108,8 @@ void Fulfiller::serve_all(Transaction& tr) {
     serve_requests(tr, b, &r);
     any = true;
     // The rest does not fit in this transaction; or, if an end ran short, another round reads it
-    // again (it finds no more at this read version: the rest are answered "empty", or refilled).
+    // again (what this transaction took is gone from it: it finds the end empty and answers
+    // "empty", or the items beyond the ones it read, or the refill's next turns).
     if (r.cut || b.consumed == 0) break;
   }
   if (b.taken > 0) add_size(tr, items_, -b.taken);
@@ -240,12 +244,13 @@ bool Fulfiller::serve_one(Transaction& tr, Batch& b, const Request& req, Result*
   std::vector<const KeyValue*> items;
   if (!expired) items = pick_items(b, req, before);
   // "Empty" only if the end really has no item left; items not read (the read was bounded by the
-  // operation budget) or not fitting leave the request to the next batch.
+  // operation budget, or ran short) or not fitting leave the request to serve_all's next round or
+  // the next batch.
   const int side = static_cast<int>(req.side);
   const bool none_left =
       items.empty() && (expired || (b.exhausted[side] && !peek_item(b, req.side)));
   if (items.empty() && !none_left) {
-    r->items_ran_short = !peek_item(b, req.side);  // else its item did not fit
+    r->items_ran_short = b.ran_short[side] && !peek_item(b, req.side);  // else: room
     return false;
   }
   if (none_left && !b.first && !fits(before, b.per_request, 0)) return false;
@@ -324,7 +329,7 @@ bool Fulfiller::fits(const TransactionUsage& u, const Cost& per_request,
 // has none (or the refill stage ran dry): only then are requests answered "empty", with a read
 // conflict on the whole range. Otherwise the read conflicts up to the last item found, as single
 // pops' would, so pushes committed meanwhile do not make the batch conflict, and the requests
-// left without items wait for the next batch (serve_one).
+// left without items wait for serve_all's next round or the next batch (serve_one).
 void Fulfiller::read_ends(Transaction& tr, Batch& b) {
   std::size_t room = item_room(tr, b);
   std::size_t wanted[2] = {0, 0};
@@ -337,16 +342,19 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
     b.ends[side].clear();
     b.next[side] = 0;
     b.exhausted[side] = false;
+    b.ran_short[side] = false;
     if (wanted[side] == 0) continue;
     const auto limit = static_cast<int>(std::min<std::size_t>(wanted[side], INT_MAX));
     if (refill_ && side == static_cast<int>(Side::kFront)) {
       b.ends[side] = read_end(tr, items_, Side::kFront, limit, /*snapshot=*/false);
       b.exhausted[side] = b.ends[side].size() < wanted[side];
       if (b.exhausted[side]) refill_front(tr, b, wanted[side]);
+      b.ran_short[side] = !b.exhausted[side] && b.ends[side].size() < wanted[side];
       continue;
     }
     b.ends[side] = read_end_up_to_last(tr, items_, static_cast<Side>(side), limit);
     b.exhausted[side] = b.ends[side].empty();
+    b.ran_short[side] = !b.exhausted[side] && b.ends[side].size() < wanted[side];
     if (b.exhausted[side]) {  // as the read would have added it (not over items cleared here)
       detail::TransactionAccess::add_read_conflict_as_read(tr, items_.begin, items_.end);
     }

@@ -54,8 +54,9 @@ class Fulfiller {
     std::uint64_t expired = 0;    // abandoned requests withdrawn
     std::uint64_t reclaimed = 0;  // abandoned deliveries put back
     bool cut = false;             // the engine's limits ended the batch early
-    // An end ran out of the items read from it before the requests did (it was not empty): the
-    // requests left wait for a later read (fulfiller.cc read_ends), not "empty".
+    // An end's read found fewer items than the requests asked for (but some), and they ran out:
+    // the requests left wait for a later read (fulfiller.cc read_ends), not "empty", and not for
+    // room (`cut`).
     bool items_ran_short = false;
   };
 
@@ -71,7 +72,7 @@ class Fulfiller {
   // newest request unserved and hand it the lease rather than free it.
   Result leased_batch(Transaction& tr, const std::string& me, bool hand_off_newest);
   // Answers every waiting request that fits in `tr` (composed pops, clear), ignoring the lease;
-  // an end that runs short is read again (in `tr`: then it answers "empty" or, refilled, goes on).
+  // an end that runs short is read again in `tr` (found empty there, it answers "empty").
   void serve_all(Transaction& tr);
   // Passes the lease from `me` (giving up) to the oldest other waiting request, or frees it.
   void pass_baton(Transaction& tr, const std::string& me);
