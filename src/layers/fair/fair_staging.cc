@@ -44,7 +44,14 @@ contention::Refilled FairState::stage_turns(Transaction& tr, std::size_t n,
                                             const TransactionLimits& room) {
   contention::Refilled out;
   const std::int64_t version = tr.get_read_version();
-  for (std::optional<FairItem>& item : turns_that_fit(tr, n, room)) {
+  std::vector<std::optional<FairItem>> turns = turns_that_fit(tr, n, room);
+  // A pass that found no turn only retired kRetirePerTransaction emptied tenants: go on while
+  // `room` allows, or the requests would wait behind them (and a composed pop, which serves them
+  // first, would take the next turn itself).
+  while (turns.empty() && tr.usage().operations + retire_pass_ops(n) <= room.max_operations) {
+    turns = turns_that_fit(tr, n, room);
+  }
+  for (std::optional<FairItem>& item : turns) {
     if (!item) {  // no tenant has a ready item left
       out.exhausted = true;
       break;

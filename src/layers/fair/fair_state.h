@@ -150,8 +150,15 @@ class FairState {
   // Up to `n` items from the front of the staging range (read with a conflict), removed.
   std::vector<FairItem> take_staged(Transaction& tr, std::size_t n);
   // The fulfiller's refill (contention::Refill): the items of up to `n` turns moved into the
-  // staging range, in turn order.
+  // staging range, in turn order (passes over the ring that only retire emptied tenants repeat
+  // while `room` allows).
   contention::Refilled stage_turns(Transaction& tr, std::size_t n, const TransactionLimits& room);
+  // What one pass of turns_that_fit(tr, n, ...) that only retires tenants may add to a
+  // transaction, in engine operations (etcd), at most: the window read, and each tenant's reads
+  // and retirement.
+  static std::size_t retire_pass_ops(std::size_t n) {
+    return n + 1 + static_cast<std::size_t>(kRetirePerTransaction) * 8;
+  }
   // `n` pops (a combined group, or one): one marked attempt at pops_that_fit unless requests are
   // waiting; if they are, or the attempt conflicts, staged as one request behind them. Between 1
   // and n results, as pops_that_fit (n nullopt if nothing was ready). Throws timed_out if the
