@@ -232,17 +232,19 @@ void TransactionState::set_versionstamped_value(std::string_view key,
 }
 
 void TransactionState::add_read_conflict_range(std::string_view begin, std::string_view end) {
-  check_usable();
-  check_range(begin, end);
-  if (begin == end) return;
-  add_read_conflict(std::string(begin), std::string(end), /*unwritten=*/false);
+  add_checked_read_conflict(begin, end, /*unwritten=*/false);
 }
 
 void TransactionState::add_read_conflict_as_read(std::string_view begin, std::string_view end) {
+  add_checked_read_conflict(begin, end, /*unwritten=*/true);
+}
+
+void TransactionState::add_checked_read_conflict(std::string_view begin, std::string_view end,
+                                                 bool unwritten) {
   check_usable();
   check_range(begin, end);
   if (begin == end) return;
-  add_read_conflict(std::string(begin), std::string(end), /*unwritten=*/true);
+  add_read_conflict(std::string(begin), std::string(end), unwritten);
 }
 
 void TransactionState::add_write_conflict_range(std::string_view begin, std::string_view end) {

@@ -96,6 +96,8 @@ class TransactionState {
   std::vector<KeyValue> store_range(std::string_view begin, std::string_view end, int limit,
                                     bool reverse);
   void add_read_conflict(std::string begin, std::string end, bool unwritten);
+  // add_read_conflict after the checks of an explicit range (usable, begin <= end, not empty).
+  void add_checked_read_conflict(std::string_view begin, std::string_view end, bool unwritten);
 
   // Commit phases (transaction_commit.cc).
   void commit_read_only();

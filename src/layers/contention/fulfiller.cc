@@ -349,15 +349,14 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
       b.ends[side] = read_end(tr, items_, Side::kFront, limit, /*snapshot=*/false);
       b.exhausted[side] = b.ends[side].size() < wanted[side];
       if (b.exhausted[side]) refill_front(tr, b, wanted[side]);
-      b.ran_short[side] = !b.exhausted[side] && b.ends[side].size() < wanted[side];
-      continue;
+    } else {
+      b.ends[side] = read_end_up_to_last(tr, items_, static_cast<Side>(side), limit);
+      b.exhausted[side] = b.ends[side].empty();
+      if (b.exhausted[side]) {  // as the read would have added it (not over items cleared here)
+        detail::TransactionAccess::add_read_conflict_as_read(tr, items_.begin, items_.end);
+      }
     }
-    b.ends[side] = read_end_up_to_last(tr, items_, static_cast<Side>(side), limit);
-    b.exhausted[side] = b.ends[side].empty();
     b.ran_short[side] = !b.exhausted[side] && b.ends[side].size() < wanted[side];
-    if (b.exhausted[side]) {  // as the read would have added it (not over items cleared here)
-      detail::TransactionAccess::add_read_conflict_as_read(tr, items_.begin, items_.end);
-    }
   }
 }
 
