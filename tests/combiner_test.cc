@@ -2,7 +2,8 @@
 // serves form the next group, served by one call in submission order; every request gets its
 // group's error; group limits (count, weight) hold; a leader serves the groups queued behind it,
 // up to its turn's limit, then hands the lead on; many threads get every request served once,
-// whether followers poll or sleep; a wake-up's poll sees a post or gives up after its budget.
+// whether followers poll or sleep; a leader gathers the last group's threads before a serve that
+// waits; a wake-up's poll sees a post or gives up after its budget.
 #include "layers/combining/combiner.h"
 
 #include <gtest/gtest.h>
@@ -206,6 +207,37 @@ TEST(Combiner, FollowersThatPollOrSleepStillGetEveryRequestServedOnce) {
       {.max_count = 4, .max_weight = 10, .follower_poll = std::chrono::seconds(10)});
   expect_every_request_served_once(
       {.max_count = 4, .max_weight = 10, .follower_poll = std::chrono::microseconds(0)});
+}
+
+// GroupLimits::gather_min_serve: 8 threads in a loop on a combiner whose serve takes 20 ms (a Raft
+// round on a loaded machine, say; long, so that a busy machine's scheduling delays do not decide).
+// Without gathering they split into two alternating groups (those just served, and those that
+// queued while they were: on average about 4 a group); a leader that waits for the last group's
+// threads to queue again serves nearly all 8 at once. Every request is still served once.
+TEST(Combiner, ALeaderGathersTheLastGroupsThreadsBeforeAServeThatWaits) {
+  Combiner c({.max_count = 64,
+              .follower_poll = std::chrono::microseconds(0),
+              .gather_max_wait = std::chrono::milliseconds(50)});
+  std::atomic<int> served{0};
+  auto serve = [&](std::vector<Request*>& group) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (Request* q : group) static_cast<Add*>(q)->result = served++;
+  };
+  constexpr int kThreads = 8, kEach = 8;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        Add r;
+        c.submit(r, serve);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(served.load(), kThreads * kEach);
+  EXPECT_EQ(c.requests(), static_cast<std::size_t>(kThreads * kEach));
+  const double per_group = static_cast<double>(c.requests()) / static_cast<double>(c.groups());
+  EXPECT_GE(per_group, 6.0) << c.groups() << " groups";
 }
 
 // Wakeup::poll_for returns true once post() came (before or during the poll) and false when the

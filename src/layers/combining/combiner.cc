@@ -57,6 +57,7 @@ CombiningTotals combining_totals() {
 void Combiner::submit(Request& r, const Serve& serve) {
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(&r);
+  if (gather_target_ != 0 && queue_.size() >= gather_target_) gathered_.notify_one();
   if (queue_.front() != &r) {
     lock.unlock();
     await(r);  // posted once: served by a leader, or made the leader
@@ -95,6 +96,25 @@ bool Combiner::followers_may_poll() const {
   return limits_.follower_poll.count() > 0 && !limits_.yield_when_alone;
 }
 
+void Combiner::gather(std::unique_lock<std::mutex>& lock, bool own_request_done) {
+  // A leader whose own request is done queues nothing again until it stops leading.
+  const std::size_t target = last_group_size_ - (own_request_done && last_group_size_ > 0 ? 1 : 0);
+  const std::int64_t serve_ns = serve_ns_.load(std::memory_order_relaxed);
+  if (limits_.gather_min_serve.count() == 0 || queue_.size() >= target ||
+      serve_ns < std::chrono::nanoseconds(limits_.gather_min_serve).count() ||
+      common::clock().schedules_calling_thread()) {
+    return;
+  }
+  const common::SteadyTime deadline =
+      std::min({common::clock().steady_now() +
+                    std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(serve_ns / 2),
+                                                       limits_.gather_max_wait),
+                queue_.front()->deadline});
+  gather_target_ = target;
+  gathered_.wait_until(lock, deadline, [&] { return queue_.size() >= target; });
+  gather_target_ = 0;
+}
+
 bool Combiner::worth_polling() const {
   return followers_may_poll() && serve_ns_.load(std::memory_order_relaxed) <=
                                      std::chrono::nanoseconds(limits_.follower_poll).count();
@@ -122,18 +142,18 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
       std::this_thread::yield();
       lock.lock();
     }
+    gather(lock, r.done_);
     std::vector<Request*> group = take_group();
     last_group_size_ = group.size();
     lock.unlock();
-    const bool timed = followers_may_poll();  // else nobody reads the serve time
-    const common::SteadyTime started = timed ? common::clock().steady_now() : common::SteadyTime();
+    const common::SteadyTime started = common::clock().steady_now();
     std::exception_ptr error;
     try {
       serve(group);
     } catch (...) {
       error = std::current_exception();
     }
-    if (timed) note_serve_time(started);
+    note_serve_time(started);
     lock.lock();
     // While the queue is not empty, the requests queued since wait behind its front one, whose
     // thread waits to be woken: this thread may go on serving them.

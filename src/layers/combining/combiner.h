@@ -7,7 +7,9 @@
 // follower only waits on its own wake-up, posted once (served, or made the leader) after the
 // leader has let go of the queue's lock, so a woken follower never blocks again on that lock: no
 // extra thread, one wake-up per request. While cores are free, one follower per spare core polls
-// its wake-up for a bounded time before it sleeps (GroupLimits::follower_poll).
+// its wake-up for a bounded time before it sleeps (GroupLimits::follower_poll). When a serve waits
+// for long (an fsync), a leader first gathers the threads the last group woke
+// (GroupLimits::gather_min_serve), so that each such serve serves them all.
 //
 // Requests are served in the order they were submitted. If serve throws, every request of its
 // group gets that exception (the group is one transaction: it took effect for all or none). A
@@ -176,6 +178,17 @@ struct GroupLimits {
   // when the other core is idle and 7 us when it is busy (docs/benchmarks.md, run G). 0: always
   // sleep at once.
   std::chrono::microseconds follower_poll{50};
+  // Group commit for serves that wait (an fsync, a Raft round: a group's cost hardly grows with its
+  // size). When serving a group takes gather_min_serve or longer (a moving mean), a leader about to
+  // take a group smaller than the last one (less its own request, if that was served already)
+  // first waits, asleep, for the threads the last group woke to queue again: until that many are
+  // queued, for at most half the mean serve time (and gather_max_wait, and the front request's
+  // deadline). Without it, threads
+  // in a loop split into two alternating groups (those served, and those that queued while they
+  // were), and each expensive serve serves half of them (docs/benchmarks.md, "Gathered groups").
+  // PostgreSQL's commit_delay, waiting for what is known to come. 0: never.
+  std::chrono::microseconds gather_min_serve{100};
+  std::chrono::microseconds gather_max_wait{2000};
 };
 
 // Groups and requests served by every Combiner of this process so far (for the simulator, which
@@ -216,8 +229,13 @@ class Combiner {
   // deadline, serve_in_batches) or leads next (its wake-up may be under way); false then.
   bool withdraw(Request& r);
   // Whether the limits let followers poll at all: a budget, and a leader that does not yield
-  // (yield_when_alone). Only then do leaders time their groups.
+  // (yield_when_alone).
   bool followers_may_poll() const;
+  // Under mu_ (held by `lock`), before a leader takes a group: waits while GroupLimits'
+  // gather_min_serve says so for the last group's requests (but the leader's own, if
+  // `own_request_done`) to queue again, the front one's deadline permitting. Not on threads the
+  // installed clock schedules (kvq simulate).
+  void gather(std::unique_lock<std::mutex>& lock, bool own_request_done);
   // Whether a follower polls now (GroupLimits::follower_poll): if followers_may_poll() and groups
   // take no longer than the budget to serve (not a commit that waits for an fsync or a Raft
   // round: the follower would poll in vain).
@@ -239,6 +257,9 @@ class Combiner {
   std::deque<Request*> queue_;  // submitted, not yet done; the front one leads
   std::size_t groups_ = 0, requests_ = 0;
   std::size_t last_group_size_ = 0;  // of the group served last
+  // While a leader gathers: the queue length that ends its wait (submit() wakes it), else 0.
+  std::size_t gather_target_ = 0;
+  std::condition_variable gathered_;
   // How long serving a group takes, in ns: a moving mean, each group weighing 1/kServeTimeWeight.
   static constexpr std::int64_t kServeTimeWeight = 8;
   std::atomic<std::int64_t> serve_ns_{0};
