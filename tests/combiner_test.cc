@@ -3,7 +3,7 @@
 // group's error; group limits (count, weight) hold; a leader serves the groups queued behind it,
 // up to its turn's limit, then hands the lead on; many threads get every request served once,
 // whether followers poll or sleep; a leader gathers the last group's threads before a serve that
-// waits; a wake-up's poll sees a post or gives up after its budget.
+// waits, while they keep coming; a wake-up's poll sees a post or gives up after its budget.
 #include "layers/combining/combiner.h"
 
 #include <gtest/gtest.h>
@@ -217,7 +217,8 @@ TEST(Combiner, FollowersThatPollOrSleepStillGetEveryRequestServedOnce) {
 TEST(Combiner, ALeaderGathersTheLastGroupsThreadsBeforeAServeThatWaits) {
   Combiner c({.max_count = 64,
               .follower_poll = std::chrono::microseconds(0),
-              .gather_max_wait = std::chrono::milliseconds(50)});
+              .gather_max_wait = std::chrono::milliseconds(50),
+              .gather_gap = std::chrono::milliseconds(10)});
   std::atomic<int> served{0};
   auto serve = [&](std::vector<Request*>& group) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -238,6 +239,34 @@ TEST(Combiner, ALeaderGathersTheLastGroupsThreadsBeforeAServeThatWaits) {
   EXPECT_EQ(c.requests(), static_cast<std::size_t>(kThreads * kEach));
   const double per_group = static_cast<double>(c.requests()) / static_cast<double>(c.groups());
   EXPECT_GE(per_group, 6.0) << c.groups() << " groups";
+}
+
+// GroupLimits::gather_gap: a thread that comes alone after groups of several, while serves are
+// slow, waits for others only until nobody has queued for the gap, not the whole budget (here
+// about 35 ms: half the mean of two 300 ms serves).
+TEST(Combiner, ALeaderStopsGatheringWhenNobodyQueuesWithinTheGap) {
+  Combiner c({.max_count = 64,
+              .follower_poll = std::chrono::microseconds(0),
+              .gather_max_wait = std::chrono::seconds(10),
+              .gather_gap = std::chrono::milliseconds(2)});
+  std::atomic<bool> slow{true};
+  auto serve = [&](std::vector<Request*>&) {
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  Add first;
+  std::thread leader([&] { c.submit(first, serve); });
+  while (c.queued() < 1) std::this_thread::yield();
+  std::vector<Add> rest(2);
+  std::vector<std::thread> followers = submit_in_order(c, rest, serve);
+  leader.join();
+  for (auto& t : followers) t.join();
+  ASSERT_EQ(c.groups(), 2u);  // of 1, then of 2
+
+  slow = false;
+  Add alone;
+  const auto start = std::chrono::steady_clock::now();
+  c.submit(alone, serve);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
 }
 
 // Wakeup::poll_for returns true once post() came (before or during the poll) and false when the

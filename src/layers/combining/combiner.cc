@@ -111,7 +111,12 @@ void Combiner::gather(std::unique_lock<std::mutex>& lock, bool own_request_done)
                                                        limits_.gather_max_wait),
                 queue_.front()->deadline});
   gather_target_ = target;
-  gathered_.wait_until(lock, deadline, [&] { return queue_.size() >= target; });
+  for (std::size_t queued_before = queue_.size();; queued_before = queue_.size()) {
+    const common::SteadyTime until =
+        std::min(deadline, common::clock().steady_now() + limits_.gather_gap);
+    if (gathered_.wait_until(lock, until, [&] { return queue_.size() >= target; })) break;
+    if (until == deadline || queue_.size() <= queued_before) break;  // nobody came in the gap
+  }
   gather_target_ = 0;
 }
 

@@ -183,12 +183,15 @@ struct GroupLimits {
   // take a group smaller than the last one (less its own request, if that was served already)
   // first waits, asleep, for the threads the last group woke to queue again: until that many are
   // queued, for at most half the mean serve time (and gather_max_wait, and the front request's
-  // deadline). Without it, threads
+  // deadline), and only while they keep coming: it stops when none queued for gather_gap (threads
+  // that do work between their requests come back one by one, and would make every group wait
+  // the whole budget for nothing). Without it, threads
   // in a loop split into two alternating groups (those served, and those that queued while they
   // were), and each expensive serve serves half of them (docs/benchmarks.md, "Gathered groups").
   // PostgreSQL's commit_delay, waiting for what is known to come. 0: never.
   std::chrono::microseconds gather_min_serve{100};
   std::chrono::microseconds gather_max_wait{2000};
+  std::chrono::microseconds gather_gap{100};
 };
 
 // Groups and requests served by every Combiner of this process so far (for the simulator, which
