@@ -1,7 +1,6 @@
 #include "layers/fitting.h"
 
 #include <algorithm>
-#include <climits>
 #include <vector>
 
 #include "layers/contention/end_windows.h"
@@ -16,11 +15,9 @@ std::size_t room(std::size_t limit, std::size_t used, std::size_t reserve) {
   return limit > used + reserve ? limit - used - reserve : 0;
 }
 
-int clamp_limit(std::size_t n) { return static_cast<int>(std::min<std::size_t>(n, INT_MAX)); }
-
 std::vector<KeyValue> end_items(Transaction& tr, const contention::ItemRange& items,
                                 contention::Side side, std::size_t n) {
-  return contention::read_end(tr, items, side, clamp_limit(n), /*snapshot=*/false);
+  return contention::read_end(tr, items, side, contention::range_limit(n), /*snapshot=*/false);
 }
 
 // How many more items like the one taken since `before` fit in `limits`.
@@ -52,7 +49,7 @@ std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
   if (more > 0) {
     rest = short_batch == ShortBatch::kMeansNoMore
                ? end_items(tr, items, side, more)
-               : contention::read_end_up_to_last(tr, items, side, clamp_limit(more));
+               : contention::read_end_up_to_last(tr, items, side, contention::range_limit(more));
   }
   for (KeyValue& kv : rest) consume(kv);
   const std::size_t count = 1 + rest.size();

@@ -1,7 +1,6 @@
 #include "layers/work_items.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "common/bytes.h"
 #include "common/random.h"
@@ -304,7 +303,7 @@ std::int64_t WorkItems::redrive(std::int64_t n) {
 std::int64_t WorkItems::redrive(Transaction& tr, std::int64_t n) {
   check_redrive_count(n);
   std::vector<DeadLetter> letters = dead_.take_front(
-      tr, static_cast<int>(std::min<std::int64_t>(n, std::numeric_limits<int>::max())));
+      tr, contention::range_limit(static_cast<std::size_t>(n)));  // n >= 0: checked
   for (const DeadLetter& d : letters) {
     tr.set(fresh_item_key(tr, subspace_, items_, prioritized_, d.priority, new_item_random()),
            d.value);

@@ -121,6 +121,10 @@ std::optional<std::string> window_bound(const ItemRange& items, Side side, int l
 
 }  // namespace
 
+int range_limit(std::size_t n) {
+  return static_cast<int>(std::min<std::size_t>(n, std::numeric_limits<int>::max()));
+}
+
 std::shared_ptr<EndHints> make_end_hints() { return std::make_shared<EndHints>(); }
 
 std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side side, int limit,

@@ -32,6 +32,9 @@ namespace kvq::contention {
 // New, empty hints for an ItemRange.
 std::shared_ptr<EndHints> make_end_hints();
 
+// `n` items as a range read's limit (RangeOptions::limit is an int): n, or the largest int.
+int range_limit(std::size_t n);
+
 // The first `limit` (> 0) items from `side` of `items` (front: ascending from items.begin; back:
 // descending from items.end), as tr.get_range(items.begin, items.end, {limit, side == kBack,
 // snapshot}) returns them and with the same read conflicts; usually a read of a small window.

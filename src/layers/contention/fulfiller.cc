@@ -1,7 +1,6 @@
 #include "layers/contention/fulfiller.h"
 
 #include <algorithm>
-#include <climits>
 #include <limits>
 #include <set>
 
@@ -344,7 +343,7 @@ void Fulfiller::read_ends(Transaction& tr, Batch& b) {
     b.exhausted[side] = false;
     b.ran_short[side] = false;
     if (wanted[side] == 0) continue;
-    const auto limit = static_cast<int>(std::min<std::size_t>(wanted[side], INT_MAX));
+    const int limit = range_limit(wanted[side]);
     if (refill_ && side == static_cast<int>(Side::kFront)) {
       b.ends[side] = read_end(tr, items_, Side::kFront, limit, /*snapshot=*/false);
       b.exhausted[side] = b.ends[side].size() < wanted[side];

@@ -7,9 +7,9 @@
 // served them, and an item delivered to a popper that went away goes back to the staging range,
 // first in line.
 #include <algorithm>
-#include <limits>
 #include <utility>
 
+#include "layers/contention/end_windows.h"
 #include "layers/contention/marked_run.h"
 #include "layers/contention/stats.h"
 #include "layers/fair/fair_state.h"
@@ -30,7 +30,7 @@ contention::ItemRange FairState::staging_range() const {
 
 std::vector<FairItem> FairState::take_staged(Transaction& tr, std::size_t n) {
   RangeOptions first;
-  first.limit = static_cast<int>(std::min<std::size_t>(n, std::numeric_limits<int>::max()));
+  first.limit = contention::range_limit(n);
   std::vector<FairItem> out;
   for (KeyValue& kv : tr.get_range(staging_.begin, staging_.end, first)) {
     tr.clear(kv.key);
