@@ -116,9 +116,10 @@ class FairQueue {
 
   // Removes and returns the front item of the tenant whose turn it is: tenants with ready items
   // are served round-robin, weight(tenant) items in a row each, FIFO within a tenant. nullopt if
-  // no tenant has a ready item. Idempotent under commit_unknown_result. Throws engine errors (in
-  // high-contention mode after withdrawing its request and putting an item delivered to it back
-  // first in line, as Queue::pop).
+  // no tenant has a ready item (none in turn: a tenant a take found at its
+  // options.max_leased_per_tenant is out of turn for pops too). Idempotent under
+  // commit_unknown_result. Throws engine errors (in high-contention mode after withdrawing its
+  // request and putting an item delivered to it back first in line, as Queue::pop).
   std::optional<FairItem> pop();
   // As pop() inside the caller's transaction.
   std::optional<FairItem> pop(Transaction& tr);

@@ -12,9 +12,18 @@ std::optional<std::string> HeldLeases::check_delivery(const std::string& value,
          " ms before its lease could run out)";
 }
 
-void HeldLeases::taken(const Lease& lease, common::SteadyTime started,
-                       std::chrono::milliseconds vt) {
-  by_value_[lease.value] = {lease.token, started + vt};
+int HeldLeases::held_by_tenant(const std::string& tenant, std::int64_t before,
+                               common::SteadyTime now) const {
+  int held = 0;
+  for (const auto& [value, h] : by_value_) {
+    held += h.tenant == tenant && h.returned < before && now < h.until ? 1 : 0;
+  }
+  return held;
+}
+
+void HeldLeases::taken(const Lease& lease, common::SteadyTime started, std::chrono::milliseconds vt,
+                       std::int64_t returned) {
+  by_value_[lease.value] = {lease.token, lease.tenant, started + vt, returned};
 }
 
 void HeldLeases::extended(const Lease& lease, common::SteadyTime started,

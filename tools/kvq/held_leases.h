@@ -9,6 +9,7 @@
 #define KVQ_TOOLS_KVQ_HELD_LEASES_H_
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -23,8 +24,14 @@ class HeldLeases {
   // What is wrong with a delivery of `value` that returned at `now`: a description if a lease
   // on it still holds then, else nullopt.
   std::optional<std::string> check_delivery(const std::string& value, common::SteadyTime now) const;
-  // `lease` was taken by a take that started at `started`, for `vt`.
-  void taken(const Lease& lease, common::SteadyTime started, std::chrono::milliseconds vt);
+  // The leases of `tenant` (Lease::tenant, a FairQueue's) whose take returned before event
+  // `before` (taken(): `returned`) and that still hold at `now`: those a take that started at
+  // event `before` and returned at `now` must have found held.
+  int held_by_tenant(const std::string& tenant, std::int64_t before, common::SteadyTime now) const;
+  // `lease` was taken by a take that started at `started`, for `vt`, and returned at event
+  // `returned` (a counter of the run's events).
+  void taken(const Lease& lease, common::SteadyTime started, std::chrono::milliseconds vt,
+             std::int64_t returned);
   // An extend of `lease` by `vt`, started at `started`, succeeded.
   void extended(const Lease& lease, common::SteadyTime started, std::chrono::milliseconds vt);
   // The holder of `lease` starts to ack or nack it.
@@ -33,7 +40,9 @@ class HeldLeases {
  private:
   struct Held {
     std::string token;
+    std::string tenant;
     common::SteadyTime until;
+    std::int64_t returned = 0;
   };
   std::unordered_map<std::string, Held> by_value_;
 };

@@ -167,7 +167,25 @@ QueueOptions queue_options(std::uint64_t seed) {
   return o;
 }
 
-std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, QueueOptions o) {
+engine::FaultInjectionOptions fault_options(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ kSeedMix);
+  auto rate = [&](double max) { return std::uniform_real_distribution<double>(0.0, max)(rng); };
+  engine::FaultInjectionOptions o;
+  o.unknown_not_applied = rate(0.1);
+  o.unknown_applied = rate(0.1);
+  o.conflict = rate(0.1);
+  o.too_old = rate(0.02);
+  o.seed = seed;
+  return o;
+}
+
+int lease_limit_of(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ (kSeedMix >> 3));
+  return rng() % 2 == 0 ? 0 : 1 + static_cast<int>(rng() % 2);
+}
+
+std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, QueueOptions o,
+                                    int lease_limit) {
   switch (s) {
     case Structure::kQueue:
       return std::make_unique<QueueTarget>(std::move(db), o);
@@ -180,6 +198,7 @@ std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, Q
   fair.combine = o.combine;
   fair.high_contention = o.high_contention;
   fair.contention = o.contention;
+  fair.max_leased_per_tenant = lease_limit;
   return std::make_unique<FairTarget>(std::move(db), fair);
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
 #include "tools/kvq/history.h"
 
@@ -34,6 +35,12 @@ Structure structure_of(std::uint64_t seed);
 // Plain or high-contention pops (Queue and PriorityQueue), with or without combining, from the
 // seed.
 QueueOptions queue_options(std::uint64_t seed);
+// The fault rates of a seed: each kind up to 10% of commits (too_old up to 2% of reads), the
+// fault wrapper's generator seeded with the seed.
+engine::FaultInjectionOptions fault_options(std::uint64_t seed);
+// A FairQueue's FairQueueOptions::max_leased_per_tenant, from the seed: 0 (none) for half the
+// seeds, else 1 or 2.
+int lease_limit_of(std::uint64_t seed);
 
 // What a client pushes: a value (unique in the run), its priority (PriorityQueue) and its tenant
 // (FairQueue).
@@ -72,9 +79,10 @@ class Target {
   virtual std::int64_t left() = 0;
 };
 
-// A `s` under ("sim") of `db`; `o` applies to a Queue and a PriorityQueue (a FairQueue has the
-// default options).
-std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, QueueOptions o);
+// A `s` under ("sim") of `db` with the options `o` (a FairQueue: its combine, high_contention and
+// contention, and `lease_limit` as its max_leased_per_tenant).
+std::unique_ptr<Target> make_target(Structure s, std::shared_ptr<Database> db, QueueOptions o,
+                                    int lease_limit);
 
 }  // namespace kvq::cli
 

@@ -35,19 +35,6 @@ constexpr std::uint64_t kMix = kSeedMix;
 constexpr std::uint64_t kFnvOffset = 1469598103934665603ULL;
 constexpr std::uint64_t kFnvPrime = 1099511628211ULL;
 
-// The fault rates of a seed: each kind up to 10% of commits (too_old up to 2% of reads).
-engine::FaultInjectionOptions fault_options(std::uint64_t seed) {
-  std::mt19937_64 rng(seed ^ kMix);
-  auto rate = [&](double max) { return std::uniform_real_distribution<double>(0.0, max)(rng); };
-  engine::FaultInjectionOptions o;
-  o.unknown_not_applied = rate(0.1);
-  o.unknown_applied = rate(0.1);
-  o.conflict = rate(0.1);
-  o.too_old = rate(0.02);
-  o.seed = seed;
-  return o;
-}
-
 using history::PopKind;
 
 // A random duration of [lo, hi] ms.
@@ -68,13 +55,15 @@ class World {
             std::make_shared<engine::SchedulingEngine>(open("memory:")->engine(), clock_),
             fault_options(seed))),
         db_(std::make_shared<Database>(faults_, "simulated-memory:")),
-        target_(make_target(structure_, db_, queue_options(seed))) {
+        lease_limit_(structure_ == Structure::kFairQueue ? lease_limit_of(seed) : 0),
+        target_(make_target(structure_, db_, queue_options(seed), lease_limit_)) {
     result_.seed = seed;
     result_.structure = structure_name(structure_);
     result_.high_contention =
         structure_ != Structure::kFairQueue && queue_options(seed).high_contention;
     result_.combine = queue_options(seed).combine;
-    mix((result_.high_contention ? 2 : 1) + (result_.combine ? 4 : 0));
+    result_.lease_limit = lease_limit_;
+    mix((result_.high_contention ? 2 : 1) + (result_.combine ? 4 : 0) + 8 * lease_limit_);
     mix(static_cast<std::uint64_t>(structure_));
     common::seed_thread_random(seed);  // the drain runs on this thread
   }
@@ -239,7 +228,7 @@ class World {
     std::optional<Lease> l;
     if (!gave_up_waiting(me, [&] { l = target_->take_wait(kind, vt, timeout); })) return;
     const std::int64_t end = tick();
-    if (l) hold(*l, started, vt);
+    if (l) hold(*l, started, vt, start, end);
     ++result_.operations;
     ++result_.waits;
     if (!l) ++result_.waits_empty;
@@ -264,7 +253,7 @@ class World {
     const common::SteadyTime started = clock_.steady_now();
     const std::vector<Lease> leases = target_->take(kind, n, vt);
     const std::int64_t end = tick();
-    for (const Lease& l : leases) hold(l, started, vt);
+    for (const Lease& l : leases) hold(l, started, vt, start, end);
     ++result_.operations;
     const std::string op = std::string("take") + kind_suffix(kind);
     if (leases.empty()) delivered(me, op, kind, std::nullopt, start, end, /*final=*/false);
@@ -278,10 +267,22 @@ class World {
     if (auto why = leases_.check_delivery(*value, clock_.steady_now())) problem(*why);
   }
 
-  // `lease` was just taken by a take that started at `started`: checked, then held.
-  void hold(const Lease& lease, common::SteadyTime started, milliseconds vt) {
+  // `lease` was just taken by a take that started at `started` (tick `start`) and returned at
+  // tick `end`: checked (fencing, and the FairQueue's lease limit: fewer than lease_limit_ leases
+  // of its tenant taken before it started still hold), then held.
+  void hold(const Lease& lease, common::SteadyTime started, milliseconds vt, std::int64_t start,
+            std::int64_t end) {
     check_not_leased(lease.value);
-    leases_.taken(lease, started, vt);
+    if (lease_limit_ > 0) {
+      ++result_.limited_takes;
+      const int held = leases_.held_by_tenant(lease.tenant, start, clock_.steady_now());
+      if (held >= lease_limit_) {
+        problem("lease limit exceeded: took " + lease.value + " of tenant " + lease.tenant +
+                " while " + std::to_string(held) + " of its leases held (limit " +
+                std::to_string(lease_limit_) + ")");
+      }
+    }
+    leases_.taken(lease, started, vt, end);
   }
 
   // Acks, nacks, acks late (the lease may have run out), extends then acks (perhaps late), or
@@ -341,7 +342,10 @@ class World {
                  std::int64_t start, std::int64_t end, bool final, bool first_possible = true) {
     trace(me, op, value.value_or("(none)"));
     if (!value) {
-      firsts_.push_back({kind, std::nullopt, start, end});
+      // Under a lease limit a tenant at its limit is out of turn for pops and takes alike
+      // (FairQueueOptions::max_leased_per_tenant) while its items are ready: empty answers are
+      // not checked then.
+      if (lease_limit_ == 0) firsts_.push_back({kind, std::nullopt, start, end});
       return;
     }
     if (finals_[*value] > 0) problem("delivered again after its delivery: " + *value);
@@ -468,6 +472,7 @@ class World {
   common::ScopedClock installed_{clock_};
   std::shared_ptr<engine::FaultInjectionEngine> faults_;
   std::shared_ptr<Database> db_;
+  const int lease_limit_;  // FairQueueOptions::max_leased_per_tenant (0: none, or not a FairQueue)
   std::unique_ptr<Target> target_;
   HeldLeases leases_;
   SeedResult result_;

@@ -54,6 +54,8 @@ struct SeedResult {
   bool combine = false;            // the clients' operations combined (QueueOptions::combine)
   std::int64_t combined = 0;       // ... operations served by another client's group
   std::int64_t fairness_pops = 0;  // pops of the FairQueue fairness probe
+  int lease_limit = 0;             // FairQueue: max_leased_per_tenant (0: none)
+  std::int64_t limited_takes = 0;  // takes checked against the lease limit
   std::int64_t waits = 0;          // pop_wait and take_wait calls
   std::int64_t waits_empty = 0;    // ... that timed out with nothing
   std::int64_t delayed_pushes = 0, delayed_nacks = 0;
