@@ -269,6 +269,34 @@ TEST(Combiner, ALeaderStopsGatheringWhenNobodyQueuesWithinTheGap) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
 }
 
+// A request with a deadline (a wait with a timeout) is never held for gathering, however slow the
+// serves: it could time out while it waits for threads that are not its own.
+TEST(Combiner, ARequestWithADeadlineIsNotHeldToGatherOthers) {
+  Combiner c({.max_count = 64,
+              .follower_poll = std::chrono::microseconds(0),
+              .gather_max_wait = std::chrono::seconds(10),
+              .gather_gap = std::chrono::seconds(10)});
+  std::atomic<bool> slow{true};
+  auto serve = [&](std::vector<Request*>&) {
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  Add first;
+  std::thread leader([&] { c.submit(first, serve); });
+  while (c.queued() < 1) std::this_thread::yield();
+  std::vector<Add> rest(2);
+  std::vector<std::thread> followers = submit_in_order(c, rest, serve);
+  leader.join();
+  for (auto& t : followers) t.join();
+  ASSERT_EQ(c.groups(), 2u);  // of 1, then of 2: a gathering would wait about 35 ms
+
+  slow = false;
+  Add timed;
+  timed.deadline = common::clock().steady_now() + std::chrono::seconds(5);
+  const auto start = std::chrono::steady_clock::now();
+  c.submit(timed, serve);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
+}
+
 // Wakeup::poll_for returns true once post() came (before or during the poll) and false when the
 // budget ran out without it; wait() then still returns on the post.
 TEST(Wakeup, PollForSeesAPostAndGivesUpAfterItsBudget) {

@@ -57,7 +57,11 @@ CombiningTotals combining_totals() {
 void Combiner::submit(Request& r, const Serve& serve) {
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(&r);
-  if (gather_target_ != 0 && queue_.size() >= gather_target_) gathered_.notify_one();
+  if (gather_target_ != 0) {
+    // A request that must be answered by a deadline ends a gathering: it waits for no one.
+    if (r.deadline != common::SteadyTime::max()) gather_cut_ = true;
+    if (gather_cut_ || queue_.size() >= gather_target_) gathered_.notify_one();
+  }
   if (queue_.front() != &r) {
     lock.unlock();
     await(r);  // posted once: served by a leader, or made the leader
@@ -100,21 +104,27 @@ void Combiner::gather(std::unique_lock<std::mutex>& lock, bool own_request_done)
   // A leader whose own request is done queues nothing again until it stops leading.
   const std::size_t target = last_group_size_ - (own_request_done && last_group_size_ > 0 ? 1 : 0);
   const std::int64_t serve_ns = serve_ns_.load(std::memory_order_relaxed);
+  const auto has_deadline = [](const Request* q) {
+    return q->deadline != common::SteadyTime::max();
+  };
   if (limits_.gather_min_serve.count() == 0 || queue_.size() >= target ||
       serve_ns < std::chrono::nanoseconds(limits_.gather_min_serve).count() ||
+      std::any_of(queue_.begin(), queue_.end(), has_deadline) ||
       common::clock().schedules_calling_thread()) {
     return;
   }
   const common::SteadyTime deadline =
-      std::min({common::clock().steady_now() +
-                    std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(serve_ns / 2),
-                                                       limits_.gather_max_wait),
-                queue_.front()->deadline});
+      common::clock().steady_now() +
+      std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(serve_ns / 2),
+                                         limits_.gather_max_wait);
   gather_target_ = target;
+  gather_cut_ = false;
   for (std::size_t queued_before = queue_.size();; queued_before = queue_.size()) {
     const common::SteadyTime until =
         std::min(deadline, common::clock().steady_now() + limits_.gather_gap);
-    if (gathered_.wait_until(lock, until, [&] { return queue_.size() >= target; })) break;
+    if (gathered_.wait_until(lock, until, [&] { return gather_cut_ || queue_.size() >= target; })) {
+      break;
+    }
     if (until == deadline || queue_.size() <= queued_before) break;  // nobody came in the gap
   }
   gather_target_ = 0;

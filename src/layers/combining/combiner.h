@@ -182,12 +182,12 @@ struct GroupLimits {
   // size). When serving a group takes gather_min_serve or longer (a moving mean), a leader about to
   // take a group smaller than the last one (less its own request, if that was served already)
   // first waits, asleep, for the threads the last group woke to queue again: until that many are
-  // queued, for at most half the mean serve time (and gather_max_wait, and the front request's
-  // deadline), and only while they keep coming: it stops when none queued for gather_gap (threads
-  // that do work between their requests come back one by one, and would make every group wait
-  // the whole budget for nothing). Without it, threads
-  // in a loop split into two alternating groups (those served, and those that queued while they
-  // were), and each expensive serve serves half of them (docs/benchmarks.md, "Gathered groups").
+  // queued, for at most half the mean serve time (and gather_max_wait), never while a request
+  // with a deadline (a wait with a timeout) is queued, and only while they keep coming: it stops
+  // when none queued for gather_gap (threads that do work between their requests come back one by
+  // one, and would make every group wait the whole budget for nothing). Without it, threads in a
+  // loop split into two alternating groups (those served, and those that queued while they were),
+  // and each expensive serve serves half of them (docs/benchmarks.md, "Gathered groups").
   // PostgreSQL's commit_delay, waiting for what is known to come. 0: never.
   std::chrono::microseconds gather_min_serve{100};
   std::chrono::microseconds gather_max_wait{2000};
@@ -236,8 +236,8 @@ class Combiner {
   bool followers_may_poll() const;
   // Under mu_ (held by `lock`), before a leader takes a group: waits while GroupLimits'
   // gather_min_serve says so for the last group's requests (but the leader's own, if
-  // `own_request_done`) to queue again, the front one's deadline permitting. Not on threads the
-  // installed clock schedules (kvq simulate).
+  // `own_request_done`) to queue again, unless a queued request has a deadline. Not on threads
+  // the installed clock schedules (kvq simulate).
   void gather(std::unique_lock<std::mutex>& lock, bool own_request_done);
   // Whether a follower polls now (GroupLimits::follower_poll): if followers_may_poll() and groups
   // take no longer than the budget to serve (not a commit that waits for an fsync or a Raft
@@ -260,8 +260,10 @@ class Combiner {
   std::deque<Request*> queue_;  // submitted, not yet done; the front one leads
   std::size_t groups_ = 0, requests_ = 0;
   std::size_t last_group_size_ = 0;  // of the group served last
-  // While a leader gathers: the queue length that ends its wait (submit() wakes it), else 0.
+  // While a leader gathers: the queue length that ends its wait (submit() wakes it), else 0; and
+  // whether a request with a deadline queued meanwhile (which ends it too).
   std::size_t gather_target_ = 0;
+  bool gather_cut_ = false;
   std::condition_variable gathered_;
   // How long serving a group takes, in ns: a moving mean, each group weighing 1/kServeTimeWeight.
   static constexpr std::int64_t kServeTimeWeight = 8;
