@@ -1,5 +1,7 @@
 #include "layers/combining/combiner.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -15,6 +17,24 @@ std::atomic<std::uint64_t> total_groups{0}, total_requests{0};
 // kMaxPolling: one fewer than the cores, so that polling never takes the core a leader needs.
 std::atomic<int> polling{0};
 const int kMaxPolling = static_cast<int>(std::thread::hardware_concurrency()) - 1;
+
+// The calling thread's usage so far.
+ThreadUsage thread_usage() {
+  rusage ru{};
+  getrusage(RUSAGE_THREAD, &ru);
+  const auto ns = [](const timeval& t) {
+    return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 +
+           static_cast<std::int64_t>(t.tv_usec) * 1'000;
+  };
+  return {ns(ru.ru_utime) + ns(ru.ru_stime), ru.ru_nvcsw};
+}
+
+// Adds `sample` to the moving mean `mean`: the first sample is the first mean (so a combiner that
+// serves slowly gathers from its second group on), then each weighs 1/weight.
+void add_to_mean(std::atomic<std::int64_t>& mean, std::int64_t sample, std::int64_t weight) {
+  const std::int64_t m = mean.load(std::memory_order_relaxed);
+  mean.store(m == 0 ? sample : m + (sample - m) / weight, std::memory_order_relaxed);
+}
 
 // A place among the polling followers, if one is free (held until destroyed).
 class PollingPlace {
@@ -101,28 +121,32 @@ bool Combiner::followers_may_poll() const {
 }
 
 void Combiner::gather(std::unique_lock<std::mutex>& lock, bool own_request_done) {
-  // A leader whose own request is done queues nothing again until it stops leading.
-  const std::size_t target = last_group_size_ - (own_request_done && last_group_size_ > 0 ? 1 : 0);
-  const std::int64_t serve_ns = serve_ns_.load(std::memory_order_relaxed);
+  // The threads of the last group come back, and those that queued while it was served are
+  // still queued; but a leader whose own request is done queues nothing again until it stops
+  // leading.
+  const std::size_t known = last_group_size_ + queued_after_last_group_;
+  const std::size_t target = known - (own_request_done && known > 0 ? 1 : 0);
+  const std::int64_t wait_ns = serve_wait_ns_.load(std::memory_order_relaxed);
   const auto has_deadline = [](const Request* q) {
     return q->deadline != common::SteadyTime::max();
   };
   if (limits_.gather_min_serve.count() == 0 || queue_.size() >= target ||
-      serve_ns < std::chrono::nanoseconds(limits_.gather_min_serve).count() ||
+      wait_ns < std::chrono::nanoseconds(limits_.gather_min_serve).count() ||
       std::any_of(queue_.begin(), queue_.end(), has_deadline) ||
       common::clock().schedules_calling_thread()) {
     return;
   }
   const common::SteadyTime deadline =
       common::clock().steady_now() +
-      std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(serve_ns / 2),
+      std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(wait_ns / 2),
                                          limits_.gather_max_wait);
   gather_target_ = target;
   gather_cut_ = false;
   for (std::size_t queued_before = queue_.size();; queued_before = queue_.size()) {
     const common::SteadyTime until =
         std::min(deadline, common::clock().steady_now() + limits_.gather_gap);
-    if (gathered_.wait_until(lock, until, [&] { return gather_cut_ || queue_.size() >= target; })) {
+    if (common::clock().wait_until(lock, gathered_, until,
+                                   [&] { return gather_cut_ || queue_.size() >= target; })) {
       break;
     }
     if (until == deadline || queue_.size() <= queued_before) break;  // nobody came in the gap
@@ -135,12 +159,28 @@ bool Combiner::worth_polling() const {
                                      std::chrono::nanoseconds(limits_.follower_poll).count();
 }
 
-void Combiner::note_serve_time(common::SteadyTime started) {
+bool Combiner::serves_are_slow() const {
+  return limits_.gather_min_serve.count() > 0 &&
+         serve_ns_.load(std::memory_order_relaxed) >=
+             std::chrono::nanoseconds(limits_.gather_min_serve).count();
+}
+
+void Combiner::note_serve_time(common::SteadyTime started,
+                               const std::optional<ThreadUsage>& usage_before) {
   const std::int64_t took =
       std::chrono::duration_cast<std::chrono::nanoseconds>(common::clock().steady_now() - started)
           .count();
-  const std::int64_t mean = serve_ns_.load(std::memory_order_relaxed);
-  serve_ns_.store(mean + (took - mean) / kServeTimeWeight, std::memory_order_relaxed);
+  // Time the serve spent off its core, counted only if it blocked: a serve preempted while it
+  // computed did not wait for anything that more requests would share.
+  std::int64_t waited = 0;
+  if (usage_before) {
+    const ThreadUsage usage = thread_usage();
+    if (usage.blocked > usage_before->blocked) {
+      waited = std::max<std::int64_t>(0, took - (usage.cpu_ns - usage_before->cpu_ns));
+    }
+  }
+  add_to_mean(serve_ns_, took, kServeTimeWeight);
+  add_to_mean(serve_wait_ns_, waited, kServeTimeWeight);
 }
 
 // Serves the group queued now, `r` (at the front) first, outside the lock (others keep queueing),
@@ -162,17 +202,21 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
     last_group_size_ = group.size();
     lock.unlock();
     const common::SteadyTime started = common::clock().steady_now();
+    // Two system calls: only where a serve takes long enough for its waits to matter.
+    const std::optional<ThreadUsage> usage_before =
+        serves_are_slow() ? std::optional(thread_usage()) : std::nullopt;
     std::exception_ptr error;
     try {
       serve(group);
     } catch (...) {
       error = std::current_exception();
     }
-    note_serve_time(started);
+    note_serve_time(started, usage_before);
     lock.lock();
     // While the queue is not empty, the requests queued since wait behind its front one, whose
     // thread waits to be woken: this thread may go on serving them.
     Request* next_leader = finish(group, error);
+    queued_after_last_group_ = queue_.size();
     lock.unlock();
     // r deferred: it is at the front again, and this thread leads until it is answered.
     const bool go_on =

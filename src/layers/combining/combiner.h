@@ -8,8 +8,8 @@
 // leader has let go of the queue's lock, so a woken follower never blocks again on that lock: no
 // extra thread, one wake-up per request. While cores are free, one follower per spare core polls
 // its wake-up for a bounded time before it sleeps (GroupLimits::follower_poll). When a serve waits
-// for long (an fsync), a leader first gathers the threads the last group woke
-// (GroupLimits::gather_min_serve), so that each such serve serves them all.
+// for long (an fsync), a leader first gathers the threads it knows are coming
+// (GroupLimits::gather_min_serve), so that such a serve serves them together.
 //
 // Requests are served in the order they were submitted. If serve throws, every request of its
 // group gets that exception (the group is one transaction: it took effect for all or none). A
@@ -36,6 +36,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "common/clock.h"
@@ -179,16 +180,18 @@ struct GroupLimits {
   // sleep at once.
   std::chrono::microseconds follower_poll{50};
   // Group commit for serves that wait (an fsync, a Raft round: a group's cost hardly grows with its
-  // size). When serving a group takes gather_min_serve or longer (a moving mean), a leader about to
-  // take a group smaller than the last one (less its own request, if that was served already)
-  // first waits, asleep, for the threads the last group woke to queue again: until that many are
-  // queued, for at most half the mean serve time (and gather_max_wait), never while a request
-  // with a deadline (a wait with a timeout) is queued, and only while they keep coming: it stops
-  // when none queued for gather_gap (threads that do work between their requests come back one by
-  // one, and would make every group wait the whole budget for nothing). Without it, threads in a
-  // loop split into two alternating groups (those served, and those that queued while they were),
-  // and each expensive serve serves half of them (docs/benchmarks.md, "Gathered groups").
-  // PostgreSQL's commit_delay, waiting for what is known to come. 0: never.
+  // size). When serving a group blocks for gather_min_serve or longer (a moving mean of the time
+  // the serving thread spent blocked: not a serve that only computes), a leader first
+  // waits, asleep, for the threads it knows of to queue: those the last group served (less its
+  // own, if it keeps leading after its request was served) and those that had queued while it was
+  // served. It waits until that many are queued, for at most half the mean serve time (and
+  // gather_max_wait), never while a request with a deadline (a wait with a timeout) is queued,
+  // and only while they keep coming: it stops when none queued for gather_gap (threads that do
+  // work between their requests come back one by one, and would make every group wait the whole
+  // budget for nothing). Without it, threads in a loop split into alternating groups (those
+  // served, and those that queued while they were), and each expensive serve serves a part of
+  // them (docs/benchmarks.md, "Gathered groups"). PostgreSQL's commit_delay, waiting for what is
+  // known to come. gather_min_serve 0: never; each of the three at most an hour.
   std::chrono::microseconds gather_min_serve{100};
   std::chrono::microseconds gather_max_wait{2000};
   std::chrono::microseconds gather_gap{100};
@@ -201,6 +204,13 @@ struct CombiningTotals {
   std::uint64_t requests = 0;
 };
 CombiningTotals combining_totals();
+
+// A thread's CPU time and voluntary context switches (it blocked: on I/O, a lock, a network
+// reply) so far; what Combiner measures its serves with.
+struct ThreadUsage {
+  std::int64_t cpu_ns = 0;
+  long blocked = 0;
+};
 
 class Combiner {
  public:
@@ -236,15 +246,20 @@ class Combiner {
   bool followers_may_poll() const;
   // Under mu_ (held by `lock`), before a leader takes a group: waits while GroupLimits'
   // gather_min_serve says so for the last group's requests (but the leader's own, if
-  // `own_request_done`) to queue again, unless a queued request has a deadline. Not on threads
-  // the installed clock schedules (kvq simulate).
+  // `own_request_done`) to queue again beside those queued after it, unless a queued request has
+  // a deadline. Through the installed clock; not on threads it schedules (kvq simulate).
   void gather(std::unique_lock<std::mutex>& lock, bool own_request_done);
   // Whether a follower polls now (GroupLimits::follower_poll): if followers_may_poll() and groups
   // take no longer than the budget to serve (not a commit that waits for an fsync or a Raft
   // round: the follower would poll in vain).
   bool worth_polling() const;
-  // Adds the time serving a group started at `started` took to serve_ns_.
-  void note_serve_time(common::SteadyTime started);
+  // Whether serving a group takes gather_min_serve or longer (serve_ns_): then serves measure
+  // how long they block.
+  bool serves_are_slow() const;
+  // Adds the time serving a group started at `started` took to serve_ns_, and the part of it
+  // the serving thread spent blocked to serve_wait_ns_ (`usage_before`: its usage at the start;
+  // none: not measured, 0).
+  void note_serve_time(common::SteadyTime started, const std::optional<ThreadUsage>& usage_before);
   void lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve& serve);
   std::vector<Request*> take_group();
   // Under mu_: whether the leader yields its core before it takes the next group
@@ -259,7 +274,8 @@ class Combiner {
   mutable std::mutex mu_;
   std::deque<Request*> queue_;  // submitted, not yet done; the front one leads
   std::size_t groups_ = 0, requests_ = 0;
-  std::size_t last_group_size_ = 0;  // of the group served last
+  std::size_t last_group_size_ = 0;          // of the group served last
+  std::size_t queued_after_last_group_ = 0;  // requests queued when it was done (arrived meanwhile)
   // While a leader gathers: the queue length that ends its wait (submit() wakes it), else 0; and
   // whether a request with a deadline queued meanwhile (which ends it too).
   std::size_t gather_target_ = 0;
@@ -268,6 +284,9 @@ class Combiner {
   // How long serving a group takes, in ns: a moving mean, each group weighing 1/kServeTimeWeight.
   static constexpr std::int64_t kServeTimeWeight = 8;
   std::atomic<std::int64_t> serve_ns_{0};
+  // Of which the serving thread was blocked (an fsync, a network round trip; 0 for a serve that
+  // never blocked): what gathering waits on (GroupLimits::gather_min_serve).
+  std::atomic<std::int64_t> serve_wait_ns_{0};
 };
 
 }  // namespace kvq::combining
