@@ -212,8 +212,8 @@ TEST(Combiner, FollowersThatPollOrSleepStillGetEveryRequestServedOnce) {
 // GroupLimits::gather_min_serve: 8 threads in a loop on a combiner whose serve takes 20 ms (a Raft
 // round on a loaded machine, say; long, so that a busy machine's scheduling delays do not decide).
 // Without gathering they split into two alternating groups (those just served, and those that
-// queued while they were: on average about 4 a group); a leader that waits for the last group's
-// threads to queue again serves nearly all 8 at once. Every request is still served once.
+// queued while they were: on average about 4 a group); a leader that waits for the threads it
+// knows of to queue again serves nearly all 8 at once. Every request is still served once.
 TEST(Combiner, ALeaderGathersTheLastGroupsThreadsBeforeAServeThatWaits) {
   Combiner c({.max_count = 64,
               .follower_poll = std::chrono::microseconds(0),
