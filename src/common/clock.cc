@@ -32,6 +32,8 @@ std::atomic<Clock*> installed{&real_clock};
 
 Clock& clock() { return *installed.load(std::memory_order_acquire); }
 
+bool real_clock_installed() { return &clock() == &real_clock; }
+
 SteadyTime deadline_after(std::chrono::milliseconds timeout) {
   if (timeout >= std::chrono::hours(24 * 365 * 100)) return SteadyTime::max();
   return clock().steady_now() + timeout;

@@ -49,6 +49,8 @@ class Clock {
 
 // The installed clock: the real clock unless a ScopedClock is alive.
 Clock& clock();
+// Whether clock() is the real clock (no ScopedClock alive).
+bool real_clock_installed();
 
 // The steady deadline `timeout` from now; SteadyTime::max() for a timeout of a century or more
 // (e.g. milliseconds::max(), which would overflow now + timeout).

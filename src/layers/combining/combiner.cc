@@ -29,8 +29,9 @@ ThreadUsage thread_usage() {
   return {ns(ru.ru_utime) + ns(ru.ru_stime), ru.ru_nvcsw};
 }
 
-// Adds `sample` to the moving mean `mean`: the first sample is the first mean (so a combiner that
-// serves slowly gathers from its second group on), then each weighs 1/weight.
+// Adds `sample` to the moving mean `mean`: the first sample is the first mean (a combiner that
+// serves slowly measures its second group and gathers from its third on), then each weighs
+// 1/weight.
 void add_to_mean(std::atomic<std::int64_t>& mean, std::int64_t sample, std::int64_t weight) {
   const std::int64_t m = mean.load(std::memory_order_relaxed);
   mean.store(m == 0 ? sample : m + (sample - m) / weight, std::memory_order_relaxed);
@@ -125,15 +126,15 @@ void Combiner::gather(std::unique_lock<std::mutex>& lock, bool own_request_done)
   // still queued; but a leader whose own request is done queues nothing again until it stops
   // leading.
   const std::size_t known = last_group_size_ + queued_after_last_group_;
-  const std::size_t target = known - (own_request_done && known > 0 ? 1 : 0);
+  const std::size_t target =
+      std::min(known - (own_request_done && known > 0 ? 1 : 0), limits_.max_count);
   const std::int64_t wait_ns = serve_wait_ns_.load(std::memory_order_relaxed);
   const auto has_deadline = [](const Request* q) {
     return q->deadline != common::SteadyTime::max();
   };
   if (limits_.gather_min_serve.count() == 0 || queue_.size() >= target ||
       wait_ns < std::chrono::nanoseconds(limits_.gather_min_serve).count() ||
-      std::any_of(queue_.begin(), queue_.end(), has_deadline) ||
-      common::clock().schedules_calling_thread()) {
+      std::any_of(queue_.begin(), queue_.end(), has_deadline) || !common::real_clock_installed()) {
     return;
   }
   const common::SteadyTime deadline =
@@ -216,6 +217,7 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
     // While the queue is not empty, the requests queued since wait behind its front one, whose
     // thread waits to be woken: this thread may go on serving them.
     Request* next_leader = finish(group, error);
+    last_group_size_ = group.size();  // answered (those deferred are queued again)
     queued_after_last_group_ = queue_.size();
     lock.unlock();
     // r deferred: it is at the front again, and this thread leads until it is answered.

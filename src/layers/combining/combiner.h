@@ -184,8 +184,9 @@ struct GroupLimits {
   // the serving thread spent blocked: not a serve that only computes), a leader first
   // waits, asleep, for the threads it knows of to queue: those the last group served (less its
   // own, if it keeps leading after its request was served) and those that had queued while it was
-  // served. It waits until that many are queued, for at most half the mean serve time (and
-  // gather_max_wait), never while a request with a deadline (a wait with a timeout) is queued,
+  // served, at most max_count. It waits until that many are queued, for at most half the mean
+  // time serves spent off their core after blocking (and gather_max_wait), never while a request
+  // with a deadline (a wait with a timeout) is queued, nor under a simulated clock,
   // and only while they keep coming: it stops when none queued for gather_gap (threads that do
   // work between their requests come back one by one, and would make every group wait the whole
   // budget for nothing). Without it, threads in a loop split into alternating groups (those
@@ -247,7 +248,8 @@ class Combiner {
   // Under mu_ (held by `lock`), before a leader takes a group: waits while GroupLimits'
   // gather_min_serve says so for the last group's requests (but the leader's own, if
   // `own_request_done`) to queue again beside those queued after it, unless a queued request has
-  // a deadline. Through the installed clock; not on threads it schedules (kvq simulate).
+  // a deadline. Only under the real clock (a simulated one would move, and the serve times would
+  // mix simulated and real time).
   void gather(std::unique_lock<std::mutex>& lock, bool own_request_done);
   // Whether a follower polls now (GroupLimits::follower_poll): if followers_may_poll() and groups
   // take no longer than the budget to serve (not a commit that waits for an fsync or a Raft
