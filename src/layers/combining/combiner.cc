@@ -200,7 +200,6 @@ void Combiner::lead(Request& r, std::unique_lock<std::mutex>& lock, const Serve&
     }
     gather(lock, r.done_);
     std::vector<Request*> group = take_group();
-    last_group_size_ = group.size();
     lock.unlock();
     const common::SteadyTime started = common::clock().steady_now();
     // Two system calls: only where a serve takes long enough for its waits to matter.
