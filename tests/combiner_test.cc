@@ -241,60 +241,61 @@ TEST(Combiner, ALeaderGathersTheLastGroupsThreadsBeforeAServeThatWaits) {
   EXPECT_GE(per_group, 6.0) << c.groups() << " groups";
 }
 
-// GroupLimits::gather_gap: a thread that comes alone after groups of several, while serves are
-// slow, waits for others only until nobody has queued for the gap, not the whole budget (here
-// 150 ms: half the 300 ms the second serve was blocked; the first is not measured).
-TEST(Combiner, ALeaderStopsGatheringWhenNobodyQueuesWithinTheGap) {
-  Combiner c({.max_count = 64,
-              .follower_poll = std::chrono::microseconds(0),
-              .gather_max_wait = std::chrono::seconds(10),
-              .gather_gap = std::chrono::milliseconds(2)});
+// A combiner whose first two groups (of 1, then of 2) each take 300 ms to serve, and whose serves
+// are instant afterwards: it would then gather for 150 ms (half the 300 ms the second serve was
+// blocked; the first is not measured), gather_max_wait (10 s) permitting, and gather_gap.
+struct AfterTwoSlowGroups {
+  explicit AfterTwoSlowGroups(std::chrono::microseconds gather_gap)
+      : c({.max_count = 64,
+           .follower_poll = std::chrono::microseconds(0),
+           .gather_max_wait = std::chrono::seconds(10),
+           .gather_gap = gather_gap}) {}
+
+  // Serves the two slow groups; serves are instant from then on.
+  void serve_slow_groups() {
+    Add first;
+    std::thread leader([&] { c.submit(first, serve); });
+    while (c.queued() < 1) std::this_thread::yield();
+    std::vector<Add> rest(2);
+    std::vector<std::thread> followers = submit_in_order(c, rest, serve);
+    leader.join();
+    for (auto& t : followers) t.join();
+    slow = false;
+  }
+
+  // How long submitting `r` takes.
+  std::chrono::steady_clock::duration submit_timed(Add& r) {
+    const auto start = std::chrono::steady_clock::now();
+    c.submit(r, serve);
+    return std::chrono::steady_clock::now() - start;
+  }
+
+  Combiner c;
   std::atomic<bool> slow{true};
-  auto serve = [&](std::vector<Request*>&) {
+  const Combiner::Serve serve = [this](std::vector<Request*>&) {
     if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   };
-  Add first;
-  std::thread leader([&] { c.submit(first, serve); });
-  while (c.queued() < 1) std::this_thread::yield();
-  std::vector<Add> rest(2);
-  std::vector<std::thread> followers = submit_in_order(c, rest, serve);
-  leader.join();
-  for (auto& t : followers) t.join();
-  ASSERT_EQ(c.groups(), 2u);  // of 1, then of 2
+};
 
-  slow = false;
+// GroupLimits::gather_gap: a thread that comes alone after groups of several, while serves are
+// slow, waits for others only until nobody has queued for the gap, not the whole budget.
+TEST(Combiner, ALeaderStopsGatheringWhenNobodyQueuesWithinTheGap) {
+  AfterTwoSlowGroups f(std::chrono::milliseconds(2));
+  f.serve_slow_groups();
+  ASSERT_EQ(f.c.groups(), 2u);  // of 1, then of 2
   Add alone;
-  const auto start = std::chrono::steady_clock::now();
-  c.submit(alone, serve);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(75));
+  EXPECT_LT(f.submit_timed(alone), std::chrono::milliseconds(75));
 }
 
 // A request with a deadline (a wait with a timeout) is never held for gathering, however slow the
 // serves: it could time out while it waits for threads that are not its own.
 TEST(Combiner, ARequestWithADeadlineIsNotHeldToGatherOthers) {
-  Combiner c({.max_count = 64,
-              .follower_poll = std::chrono::microseconds(0),
-              .gather_max_wait = std::chrono::seconds(10),
-              .gather_gap = std::chrono::seconds(10)});
-  std::atomic<bool> slow{true};
-  auto serve = [&](std::vector<Request*>&) {
-    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  };
-  Add first;
-  std::thread leader([&] { c.submit(first, serve); });
-  while (c.queued() < 1) std::this_thread::yield();
-  std::vector<Add> rest(2);
-  std::vector<std::thread> followers = submit_in_order(c, rest, serve);
-  leader.join();
-  for (auto& t : followers) t.join();
-  ASSERT_EQ(c.groups(), 2u);  // of 1, then of 2: a gathering would wait 150 ms
-
-  slow = false;
+  AfterTwoSlowGroups f(std::chrono::seconds(10));  // the gap does not end the gathering
+  f.serve_slow_groups();
+  ASSERT_EQ(f.c.groups(), 2u);  // of 1, then of 2
   Add timed;
   timed.deadline = common::clock().steady_now() + std::chrono::seconds(5);
-  const auto start = std::chrono::steady_clock::now();
-  c.submit(timed, serve);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(75));
+  EXPECT_LT(f.submit_timed(timed), std::chrono::milliseconds(75));
 }
 
 // Wakeup::poll_for returns true once post() came (before or during the poll) and false when the
