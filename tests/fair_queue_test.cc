@@ -243,6 +243,45 @@ TEST_P(FairQueueTest, MaxAttemptsSendsToTheTenantsDeadLetters) {
   EXPECT_EQ(fq.dead_letters("t").pop(), "bad");
 }
 
+// A turn moves at most 8 of a tenant's due timers (WorkItems::kReleasePerOp). When they are all
+// expired leases out of attempts (dead letters), the turn finds the tenant's items empty and it
+// leaves the ring, though a due delayed item is still among its timers and its wake-up was used
+// up when the turn filed the tenant: the tenant keeps a wake-up then, and the next pop or take
+// serves the item (as a Queue's, the first one only moves the 8 timers). Found in review in
+// session 23: the item was stranded until the tenant's next push.
+TEST_P(FairQueueTest, ATenantLeavingTheRingWithDueTimersLeftIsServedAgain) {
+  constexpr int kExpiring = 8;
+  // Tenant "t": kExpiring leases expired on their last attempt, then a due delayed item.
+  auto strand_behind_expired_leases = [&](FairQueue& fq) {
+    push_many(fq, "t", kExpiring);
+    for (int i = 0; i < kExpiring; ++i) ASSERT_TRUE(fq.take(100ms)) << i;
+    PushOptions later;
+    later.delay = 150ms;
+    fq.push("t", "late", later);
+    std::this_thread::sleep_for(300ms);
+  };
+  FairQueueOptions o;
+  o.max_attempts = 1;
+  FairQueue popped = make(o);
+  strand_behind_expired_leases(popped);
+  std::optional<FairItem> got = popped.pop();
+  if (!got) got = popped.pop();
+  EXPECT_EQ(got, (FairItem{"t", "late"}));
+  EXPECT_EQ(popped.peek_dead_letters("t", 2 * kExpiring).size(), std::size_t{kExpiring});
+  EXPECT_EQ(popped.size(), 0);
+  // Takes, without a lease limit (the tenant's Queue::take moves the timers) and with one (its
+  // peek does).
+  for (int limit : {0, 2 * kExpiring}) {
+    o.max_leased_per_tenant = limit;
+    FairQueue taken(db_, space_.subspace(Tuple().append(limit)), o);
+    strand_behind_expired_leases(taken);
+    std::optional<Lease> lease = taken.take(30s);
+    if (!lease) lease = taken.take(30s);
+    ASSERT_TRUE(lease) << "limit " << limit;
+    EXPECT_EQ(lease->value, "late") << "limit " << limit;
+  }
+}
+
 // A redriven tenant is filed again: after its dead letter it had left the ring (a take found it
 // empty), and only the redrive brings it back for its turns.
 TEST_P(FairQueueTest, RedriveMovesATenantsDeadLettersBackAndServesItAgain) {

@@ -147,7 +147,18 @@ std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::strin
   if (auto got = tenant_pops_.pop(tr, tenant, n, db_->limits(), now_us, short_batch)) {
     return std::move(*got);
   }
-  return tenant_queue(tenant).pop_batch(tr, n);  // its Queue moves the due timers first
+  std::vector<std::string> got = tenant_queue(tenant).pop_batch(tr, n);  // moves due timers first
+  if (got.empty()) keep_awake_if_timers_due(tr, tenant, now_us);
+  return got;
+}
+
+void FairState::keep_awake_if_timers_due(Transaction& tr, const std::string& tenant,
+                                         std::int64_t now_us) const {
+  const Subspace control = keys_.tenant_control(tenant);
+  constexpr RangeOptions kAny{.limit = 1, .snapshot = true};
+  if (!tr.get_range(due_timers(control).begin, due_before_key(control, now_us), kAny).empty()) {
+    index_.wake(tr, tenant, 0);
+  }
 }
 
 FairState::Serve<FairItem> FairState::popper() {
@@ -169,16 +180,23 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
   }
   return [this, vt](const std::string& tenant, Transaction& tr) -> std::optional<Lease> {
     Queue queue = tenant_queue(tenant);
+    const std::int64_t now = now_us();
     // peek moves the tenant's expired leases back first, so the leased count is current.
-    if (options_.max_leased_per_tenant > 0 && (!queue.peek(tr) || at_lease_limit(tr, tenant))) {
-      return std::nullopt;
+    if (options_.max_leased_per_tenant > 0) {
+      if (!queue.peek(tr)) {
+        keep_awake_if_timers_due(tr, tenant, now);
+        return std::nullopt;
+      }
+      if (at_lease_limit(tr, tenant)) return std::nullopt;  // its leases' wake-ups bring it back
     }
     std::optional<Lease> lease = queue.take(tr, vt);
-    if (lease) {
-      lease->tenant = tenant;
-      // If the tenant leaves the ring meanwhile, the lease's expiry brings it back.
-      index_.wake(tr, tenant, micros(lease->deadline), lease->token);
+    if (!lease) {
+      keep_awake_if_timers_due(tr, tenant, now);
+      return std::nullopt;
     }
+    lease->tenant = tenant;
+    // If the tenant leaves the ring meanwhile, the lease's expiry brings it back.
+    index_.wake(tr, tenant, micros(lease->deadline), lease->token);
     return lease;
   };
 }

@@ -117,6 +117,13 @@ class FairState {
   // fewer than n telling what `short_batch` says (fitting.h; the tenant's Queue: kMeansNoMore).
   std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n,
                                       std::int64_t now_us, ShortBatch short_batch);
+  // After a turn through `tenant`'s Queue found no item: a turn moves at most
+  // WorkItems::kReleasePerOp due timers, and if they all went to dead letters (expired leases out
+  // of attempts), due timers may be left whose wake-ups were used up when the tenant was filed;
+  // the tenant, about to leave the ring, then gets a wake-up due now (a snapshot read of its
+  // timers due by `now_us`: one written meanwhile comes with a wake-up of its own).
+  void keep_awake_if_timers_due(Transaction& tr, const std::string& tenant,
+                                std::int64_t now_us) const;
   // A turn's pop: the front item of the tenant, nullopt if it has none.
   Serve<FairItem> popper();
   // pop() combined with other threads' (options.combine); throws timed_out or
