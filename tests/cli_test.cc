@@ -174,6 +174,13 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue push --delay 1.5s v", 2, "--delay: '1.5s' is not a whole number with a unit"},
       {"{db} queue take --vt 0s", 2, "--vt"},
       {"{db} queue take --vt 0ms", 2, "--vt: must be longer than 0ms"},
+      {"{db} queue pop --timeout 0ms", 2, "--timeout: must be longer than 0ms"},
+      {"{db} queue pop --wait 0s", 2, "--wait: must be longer than 0ms"},
+      {"{db} queue take --wait 0m", 2, "--wait: must be longer than 0ms"},
+      {"{db} pq pop-min --timeout 0ms", 2, "--timeout: must be longer than 0ms"},
+      {"simulate --seed -1", 2, "--seed: '-1' is not a whole number >= 0"},
+      {"simulate --seed 18446744073709551616", 2, "--seed: '18446744073709551616' is out of the"},
+      {"simulate --seed 0x10", 2, "--seed: '0x10' is not a whole number >= 0"},
       {"{db} queue take --vt 8000000000000ms", 2, "--vt: must be at most 10 years"},
       {"{db} queue pop --wait 153722867280912m", 2, "--wait: must be at most 10 years"},
       {"{db} queue take --vt 30", 2, "--vt: Missing mandatory unit"},
@@ -679,6 +686,28 @@ TEST_F(CliTest, AValueThatCannotBeWrittenToStdoutIsAnError) {
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("kvq: error: cannot write to standard output"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("not put back"), std::string::npos) << r.err;
+}
+
+// The same when stdout is a pipe whose reader has gone (`kvq queue pop | head -c 1` once head is
+// done): the write fails with EPIPE instead of SIGPIPE killing kvq without a word (exit 141).
+TEST_F(CliTest, AValueThatCannotBeWrittenToAClosedPipeIsAnError) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that outlives a command";
+  TestDb db;
+  ASSERT_EQ(run(db.flag() + " queue push v").status, 0);
+  const std::string status = temp_path("status"), err = temp_path("err");
+  // `true` exits at once, so the pipe has no reader when kvq, started 0.3 s later, writes.
+  const std::string cmd = "{ sleep 0.3; KVQ_DB= '" + cli() + "' " + db.flag() + " queue pop 2>'" +
+                          err + "'; echo $? >'" + status + "'; } | true";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream status_file(status), err_file(err);
+  std::string code, message;
+  std::getline(status_file, code);
+  std::getline(err_file, message);
+  EXPECT_EQ(code, "1");
+  EXPECT_NE(message.find("kvq: error: cannot write to standard output"), std::string::npos)
+      << message;
+  std::filesystem::remove(status);
+  std::filesystem::remove(err);
 }
 
 TEST_F(CliTest, PopOnEmptyQueueExitsThree) {

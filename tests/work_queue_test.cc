@@ -399,6 +399,24 @@ TEST_P(WorkQueueTest, StatsCountEveryStateAndTheAgeOfTheFrontItem) {
   EXPECT_EQ(c.ready + c.delayed + c.leased, 0);
 }
 
+// Items pushed in a batch, or by a combined push, carry their push time too (found by probing the
+// CLI in session 23: `kvq queue push` pushes a batch, and `queue stats` gave no age).
+TEST_P(WorkQueueTest, TheFrontItemsAgeIsKnownForBatchAndCombinedPushes) {
+  Queue batched = make();
+  batched.push_batch(std::vector<std::string>{"old", "older"});
+  QueueOptions combining;
+  combining.combine = true;
+  Queue combined(db_, space_.subspace(Tuple().append("combined")), combining);
+  combined.push("old");
+  std::this_thread::sleep_for(60ms);
+  for (Queue* q : {&batched, &combined}) {
+    const std::optional<std::chrono::milliseconds> age = q->stats().oldest_ready_age;
+    ASSERT_TRUE(age);
+    EXPECT_GE(*age, 50ms);
+    EXPECT_LT(*age, 30s);
+  }
+}
+
 TEST_P(WorkQueueTest, PriorityQueueTakesInPopOrderAndReturnsExpiredLeasesToTheirPriority) {
   PriorityQueue pq = make_pq();
   pq.push("p5", 5);

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "common/random.h"
 #include "kvq/error.h"
 #include "layers/fitting.h"
 #include "layers/item_keys.h"
@@ -19,11 +18,12 @@
 namespace kvq::detail {
 namespace {
 
-// One random part per item (item keys end with one, as single pushes).
+// One random part per item, as a single push's: its push time, then random bytes (item keys end
+// with one; stats() reads the front item's age from it).
 std::vector<std::string> random_parts(std::size_t n) {
   std::vector<std::string> out;
   out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) out.push_back(common::random_bytes(ItemStore::kRandomSize));
+  for (std::size_t i = 0; i < n; ++i) out.push_back(new_item_random());
   return out;
 }
 

@@ -476,6 +476,8 @@ TEST(EtcdUrl, ParsesEndpointsAndOptions) {
   EXPECT_TRUE(f.fast_first_read);
   EXPECT_EQ(f.mvcc_window, std::chrono::milliseconds(250));
   EXPECT_EQ(f.rpc_timeout, std::chrono::milliseconds(9));
+  EtcdOptions v6 = parse_etcd_url("etcd://[::1]:2379,my-host_1.local:3");
+  EXPECT_EQ(v6.endpoints, (std::vector<std::string>{"[::1]:2379", "my-host_1.local:3"}));
 }
 
 TEST(EtcdUrl, MalformedUrlsAreConnectionStringInvalid) {
@@ -483,7 +485,11 @@ TEST(EtcdUrl, MalformedUrlsAreConnectionStringInvalid) {
        {"etcd://", "etcd://host", "etcd://host:", "etcd://host:0", "etcd://host:70000",
         "etcd://:12", "etcd://h:1,", "etcd://h:1?x=1",
         "etcd://h:1?prefix=", "etcd://h:1?timeout_ms=-3", "etcd:/h:1",
-        "etcd://h:1?fast_first_read=yes", "etcd://h:1?mvcc_window_ms=x", "etcd://h o:1"}) {
+        "etcd://h:1?fast_first_read=yes", "etcd://h:1?mvcc_window_ms=x", "etcd://h o:1",
+        // IPv6 only in brackets, and brackets only around a whole IPv6 address (gRPC read
+        // "::1:1" as the address ::0.1.0.1 and port 0: another host than the one meant).
+        "etcd://::1:1", "etcd://[127.0.0.1:1", "etcd://[::1]]:1", "etcd://127.0.0.1]:1",
+        "etcd://[]:1", "etcd://[::1:1", "etcd://a[::1]:1", "etcd://[::g]:1", "etcd://h:1:2"}) {
     try {
       parse_etcd_url(url);
       ADD_FAILURE() << url << " was accepted";

@@ -11,6 +11,8 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
 
 #include "common/bytes.h"
 #include "tuple/tuple_codec.h"  // FirstInvalidUtf8
@@ -58,12 +60,21 @@ void set_action(CLI::App* command, Context& ctx, std::function<int()> fn) {
 namespace {
 
 // Why `s` is not a decimal int64 ("" if it is one, stored in `v`).
-std::string parse_int64(const std::string& s, std::int64_t& v) {
+// Why `s` is not a decimal integer of type T, whose name is `type` ("" if it is one, stored in
+// `v`). Unsigned types take no sign.
+template <typename T>
+std::string parse_integer(const std::string& s, T& v, const char* type) {
   const char* end = s.data() + s.size();
   auto [ptr, ec] = std::from_chars(s.data(), end, v);
-  if (ec == std::errc::result_out_of_range) return "'" + s + "' is out of the int64 range";
-  if (ec != std::errc() || ptr != end) return "'" + s + "' is not an integer";
+  if (ec == std::errc::result_out_of_range) return "'" + s + "' is out of the " + type + " range";
+  if (ec != std::errc() || ptr != end) {
+    return "'" + s + "' is not " + (std::is_signed_v<T> ? "an integer" : "a whole number >= 0");
+  }
   return {};
+}
+
+std::string parse_int64(const std::string& s, std::int64_t& v) {
+  return parse_integer(s, v, "int64");
 }
 
 }  // namespace
@@ -75,6 +86,15 @@ CLI::Validator Int64() {
         return parse_int64(s, v);
       },
       "INT64");
+}
+
+CLI::Validator Uint64() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::uint64_t v = 0;
+        return parse_integer(s, v, "uint64");
+      },
+      "UINT64");
 }
 
 CLI::Validator AtLeast(std::int64_t min) {
@@ -135,13 +155,16 @@ void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::stri
   command->add_option("--delay", delay_ms, help)->transform(DurationMs());
 }
 
-void add_vt_option(CLI::App* command, std::int64_t& vt_ms, const std::string& help) {
-  const CLI::Validator positive(
+CLI::Validator LongerThanZero() {
+  return CLI::Validator(
       [](std::string& s) -> std::string { return s == "0" ? "must be longer than 0ms" : ""; },
       ">0");
+}
+
+void add_vt_option(CLI::App* command, std::int64_t& vt_ms, const std::string& help) {
   command->add_option("--vt", vt_ms, help)
       ->transform(DurationMs())
-      ->check(positive)
+      ->check(LongerThanZero())
       ->capture_default_str();
 }
 
@@ -242,12 +265,14 @@ void add_pop_flags(CLI::App* pop, PopFlags& flags) {
   auto* timeout =
       pop->add_option("--timeout", flags.timeout_ms,
                       "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
-          ->transform(DurationMs());
+          ->transform(DurationMs())
+          ->check(LongerThanZero());
   auto* wait = pop->add_option("--wait", flags.wait_ms,
                                "while empty, wait this long for a value (exit 3 if none came): "
                                "500ms, 5s, 1m; woken by a watch, not polling. Bounds the command: "
                                "timed_out (exit 1) if no pop could commit by then")
-                   ->transform(DurationMs());
+                   ->transform(DurationMs())
+                   ->check(LongerThanZero());
   auto* count = pop->add_option("--count,-n", flags.count,
                                 "pop up to N values in one transaction, one per line")
                     ->check(CLI::Range(1, 1'000'000));

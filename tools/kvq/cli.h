@@ -65,13 +65,18 @@ void add_global_options(CLI::App& app, Context& ctx);
 // Makes `fn` the action run when `command` is the (leaf) subcommand given.
 void set_action(CLI::App* command, Context& ctx, std::function<int()> fn);
 
-// Validators. Int64(): a decimal int64 (no overflow, no trailing text). NonEmpty(): not "".
+// Validators. Int64(): a decimal int64 (no overflow, no trailing text). Uint64(): the same for a
+// uint64 (no sign). NonEmpty(): not "".
 CLI::Validator Int64();
+CLI::Validator Uint64();
 CLI::Validator NonEmpty();
 // A decimal int64 >= `min` (messages as Int64(), or "must be >= min, not S").
 CLI::Validator AtLeast(std::int64_t min);
 // A duration with a unit (ms, s, m), converted to milliseconds: "500ms", "5s", "2m".
 CLI::Validator DurationMs();
+// After DurationMs(): refuses 0 ("must be longer than 0ms"), for durations where 0 means nothing
+// (--vt, --timeout, --wait).
+CLI::Validator LongerThanZero();
 // Adds --delay to `command`: a duration >= 0 (DurationMs) into `delay_ms`, described by `help`.
 void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::string& help);
 // Adds --vt to `command`: a duration > 0 (DurationMs) into `vt_ms`, its default shown.

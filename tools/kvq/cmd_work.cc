@@ -170,7 +170,8 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
                    "while none is ready, wait this long for one (exit 3 if none came): 500ms, "
                    "5s, 1m; woken by a watch, not polling. Bounds the command: timed_out (exit 1) "
                    "if no take could commit by then")
-      ->transform(DurationMs());
+      ->transform(DurationMs())
+      ->check(LongerThanZero());
   set_action(command, ctx, [open, args, fns, what] {
     Q q = open();
     const std::vector<Lease> leases = run_take(q, fns, *args);

@@ -3,6 +3,7 @@
 // stderr, "kvq: error: ...", and an exit status: 1 kvq error, 2 bad arguments, 3 empty queue.
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -149,6 +150,9 @@ int main(int argc, char** argv) {
   // gRPC logs its own view of every failed connection (TLS handshakes, refused ports) to stderr,
   // beside the one-line error kvq prints; a user who wants those logs sets GRPC_VERBOSITY.
   setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
+  // A write to a pipe nobody reads fails with EPIPE, which checked_output reports, instead of
+  // SIGPIPE ending kvq without a word after it popped an item.
+  std::signal(SIGPIPE, SIG_IGN);
   kvq::cli::guard_standard_descriptors();
   try {
     return run_cli(argc, argv);

@@ -78,13 +78,30 @@ class UrlParser {
     if (!parse_int(ep.substr(colon + 1), port) || port < 1 || port > 65535) {
       throw bad("bad port in '" + std::string(ep) + "'");
     }
-    for (char ch : ep.substr(0, colon)) {
-      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_' ||
-            ch == '[' || ch == ']' || ch == ':')) {
-        throw bad("bad host in '" + std::string(ep) + "'");
-      }
+    if (!valid_host(ep.substr(0, colon))) {
+      throw bad("bad host in '" + std::string(ep) +
+                "' (a name, an IPv4 address, or an IPv6 address in brackets: [::1]:2379)");
     }
     options.endpoints.emplace_back(ep);
+  }
+
+  // A host name or IPv4 address (letters, digits, '.', '-', '_'), or an IPv6 address in brackets
+  // (hex digits, ':' and '.'). Nothing else: gRPC reads a bare "::1:1" as another address and
+  // port than the ones meant.
+  static bool valid_host(std::string_view host) {
+    const auto made_of = [](std::string_view s, auto&& allowed) {
+      return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
+        return allowed(static_cast<unsigned char>(c));
+      });
+    };
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      const std::string_view address = host.substr(1, host.size() - 2);
+      return address.find(':') != std::string_view::npos && made_of(address, [](unsigned char c) {
+               return std::isxdigit(c) || c == ':' || c == '.';
+             });
+    }
+    return made_of(
+        host, [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '-' || c == '_'; });
   }
 
   void parse_query(std::string_view query, EtcdOptions& options, SecurityParser& security) const {
