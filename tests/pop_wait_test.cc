@@ -105,6 +105,25 @@ TEST_P(PopWaitTest, PopWaitReturnsNulloptAtItsTimeout) {
   EXPECT_THROW(q.pop_wait(milliseconds(-1)), Error);
 }
 
+// A timeout too long to add to the clock (milliseconds::max(): "wait forever") waits: it used to
+// overflow into a deadline in the past, and the wait answered nullopt at once (found in review in
+// session 23). FairQueue's waits share the rule.
+TEST_P(PopWaitTest, AWaitOfMillisecondsMaxWaitsForTheNextPush) {
+  Queue q(db_, space_, options());
+  FairQueue fq(db_, space_.subspace(Tuple().append("fair")));
+  std::optional<std::string> got;
+  std::optional<FairItem> fair_got;
+  std::thread waiter([&] { got = q.pop_wait(milliseconds::max()); });
+  std::thread fair_waiter([&] { fair_got = fq.pop_wait(milliseconds::max()); });
+  std::this_thread::sleep_for(milliseconds(200));
+  q.push("later");
+  fq.push("t", "later");
+  waiter.join();
+  fair_waiter.join();
+  EXPECT_EQ(got, "later");
+  EXPECT_EQ(fair_got, (FairItem{"t", "later"}));
+}
+
 // Waiters block first; then producers push; every item is returned by exactly one waiter. A wait
 // whose attempts all failed (timed_out: on a loaded machine a pop batch reading to the end of a
 // short queue can conflict with the pushes for the whole wait) removed nothing and waits again;

@@ -67,7 +67,7 @@ void ItemStore::wait_for_item(Side side, milliseconds timeout,
   if (timeout.count() < 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "queue: a wait's timeout must be >= 0");
   }
-  const auto deadline = common::clock().steady_now() + timeout;
+  const common::SteadyTime deadline = common::deadline_after(timeout);  // max() for "forever"
   int visible_in_a_row = 0;
   for (;;) {
     if (attempt(common::time_left(deadline)) || common::time_left(deadline).count() == 0) return;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <string_view>
 
 #include "kvq/error.h"
@@ -20,9 +21,13 @@ namespace kvq::detail {
 // at all". So a wait may end up to this long after its timeout.
 inline constexpr std::chrono::milliseconds kWaitAttemptFloor{1000};
 
-// How long the next attempt of a wait with `left` of its time left may take.
+// The longest transaction timeout there is (TransactionOptions::timeout, FoundationDB's range).
+inline constexpr std::chrono::milliseconds kLongestAttempt{std::numeric_limits<int>::max()};
+
+// How long the next attempt of a wait with `left` of its time left may take (a wait without end,
+// or of more than 24 days, gives its attempts kLongestAttempt each).
 inline std::chrono::milliseconds attempt_budget(std::chrono::milliseconds left) {
-  return std::max(left, kWaitAttemptFloor);
+  return std::clamp(left, kWaitAttemptFloor, kLongestAttempt);
 }
 
 // Throws timed_out for the wait named `wait` (e.g. "queue: pop_wait") of `timeout` whose last

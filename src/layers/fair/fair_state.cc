@@ -365,7 +365,7 @@ std::optional<T> FairState::wait(
   if (timeout.count() < 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "fair queue: wait timeout must be >= 0");
   }
-  const auto deadline = common::clock().steady_now() + timeout;
+  const common::SteadyTime deadline = common::deadline_after(timeout);  // max() for "forever"
   for (;;) {
     TransactionOptions options;
     options.timeout = attempt_budget(common::time_left(deadline));
