@@ -285,6 +285,30 @@ TEST_P(WorkQueueTest, MaxAttemptsMovesToDeadLettersAndRedriveDeliversAgain) {
   EXPECT_EQ(q.dead_letters().pop(), "poison");
 }
 
+// A nack's reason is stored as a tuple string in the dead letter's key: a reason cut at 1,000
+// bytes inside a character, or one that is not UTF-8 at all, used to make a key its readers could
+// not decode (the letter's attempts, priority and reason were lost, and a PriorityQueue's redrive
+// put it at priority 0). Now the cut falls between characters, and a reason that is not UTF-8 is
+// refused before anything changes (found in review in session 23).
+TEST_P(WorkQueueTest, ANacksReasonIsKeptAsValidTextOrRefused) {
+  PriorityQueue pq = make_pq(max_attempts(1));
+  pq.push("seven", 7);
+  auto lease = pq.take_min(30s);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(code_of([&] { pq.nack(*lease, 0ms, "bad \xff byte"); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(pq.stats().leased, 1) << "the refused nack changed nothing";
+  const std::string long_reason = std::string(999, 'a') + "\xc3\xa9";  // 'é' across byte 1,000
+  pq.nack(*lease, 0ms, long_reason);
+  const std::vector<DeadLetter> dead = pq.peek_dead_letters(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].reason, std::string(999, 'a'));
+  EXPECT_EQ(dead[0].priority, 7);
+  EXPECT_EQ(dead[0].attempts, 1);
+  pq.push("five", 5);
+  EXPECT_EQ(pq.redrive(1), 1);
+  EXPECT_EQ(pq.pop_max(), "seven") << "redriven at its own priority";
+}
+
 TEST_P(WorkQueueTest, DelayedItemsAreInvisibleUntilDue) {
   Queue q = make();
   const auto start = std::chrono::steady_clock::now();

@@ -226,8 +226,9 @@ class Queue {
   void ack(const Lease& lease);
   void ack(Transaction& tr, const Lease& lease);
   // Gives the item back: at its place in line (delay 0) or, after `delay`, at the back. Counts as a
-  // delivery: past max_attempts the item goes to dead_letters() with `reason`. Throws as ack, and
-  // invalid_option_value for a negative delay.
+  // delivery: past max_attempts the item goes to dead_letters() with `reason` (UTF-8 text, cut to
+  // 1,000 bytes between characters). Throws as ack, invalid_option_value for a negative delay,
+  // and invalid_argument for a reason that is not UTF-8 (before changing anything).
   void nack(const Lease& lease, std::chrono::milliseconds delay = {}, std::string_view reason = {});
   void nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay = {},
             std::string_view reason = {});

@@ -5,20 +5,34 @@
 #include "kvq/tuple.h"
 #include "layers/contention/end_windows.h"
 #include "layers/item_keys.h"
+#include "tuple/tuple_codec.h"
 
 namespace kvq::detail {
 
 DeadLetters::DeadLetters(Subspace dead)
     : dead_(std::move(dead)), items_(item_range_of(dead_, /*prioritized=*/false)) {}
 
+void DeadLetters::check_reason(std::string_view reason) {
+  const std::size_t bad = tuple_codec::FirstInvalidUtf8(reason);
+  if (bad != reason.size()) {
+    throw Error(ErrorCode::kInvalidArgument, "queue: a nack's reason must be UTF-8 text (byte " +
+                                                 std::to_string(bad) +
+                                                 " is not); nothing was changed");
+  }
+}
+
+std::string_view DeadLetters::cut_reason(std::string_view reason) {
+  if (reason.size() <= kMaxReasonSize) return reason;
+  std::size_t end = kMaxReasonSize;
+  // Back to the start of the character the cut falls in (UTF-8 continuation bytes are 10xxxxxx).
+  while (end > 0 && (static_cast<unsigned char>(reason[end]) & 0xC0) == 0x80) --end;
+  return reason.substr(0, end);
+}
+
 void DeadLetters::add(Transaction& tr, std::string_view value, int attempts, std::int64_t priority,
                       std::string_view reason) {
   std::string key = fresh_item_key(tr, dead_, items_, false, 0, new_item_random());
-  key += Tuple()
-             .append(attempts)
-             .append(priority)
-             .append(std::string(reason.substr(0, kMaxReasonSize)))
-             .pack();
+  key += Tuple().append(attempts).append(priority).append(std::string(cut_reason(reason))).pack();
   tr.set(key, value);
   tr.atomic_add(items_.size_key, std::int64_t{1});
 }

@@ -23,9 +23,12 @@ class DeadLetters {
   explicit DeadLetters(Subspace dead);
 
   // Appends `value` at the back (a snapshot read of the last key: no conflicts between adds).
-  // `reason` is cut to kMaxReasonSize bytes.
+  // `reason` (UTF-8: check_reason) is cut to at most kMaxReasonSize bytes, between characters.
   void add(Transaction& tr, std::string_view value, int attempts, std::int64_t priority,
            std::string_view reason);
+  // Throws invalid_argument unless `reason` is UTF-8 (it is stored as a tuple string, which a
+  // reader decodes as such).
+  static void check_reason(std::string_view reason);
   // Removes up to `n` items from the front (a non-snapshot read) and returns them.
   std::vector<DeadLetter> take_front(Transaction& tr, int n);
   // Up to `n` items from the front, without removing them (snapshot read).
@@ -38,6 +41,9 @@ class DeadLetters {
   static constexpr std::size_t kMaxReasonSize = 1000;
 
  private:
+  // `reason` cut to at most kMaxReasonSize bytes, before the character the limit falls in.
+  static std::string_view cut_reason(std::string_view reason);
+
   std::vector<KeyValue> front(Transaction& tr, int n, bool snapshot);
   DeadLetter decode(const KeyValue& kv) const;
 

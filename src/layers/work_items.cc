@@ -199,6 +199,7 @@ void WorkItems::ack(const Lease& lease) {
 void WorkItems::nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay,
                      std::string_view reason) {
   const std::int64_t later_us = delay_us(delay);
+  DeadLetters::check_reason(reason);
   const Held h = hold(tr, lease, true);
   tr.clear(h.fence);
   tr.clear(h.due_key);
@@ -219,6 +220,7 @@ void WorkItems::nack(Transaction& tr, const Lease& lease, std::chrono::milliseco
 
 void WorkItems::nack(const Lease& lease, std::chrono::milliseconds delay, std::string_view reason) {
   delay_us(delay);
+  DeadLetters::check_reason(reason);
   run_marked(*db_, markers_, [&](Transaction& tr) {
     nack(tr, lease, delay, reason);
     return 0;
