@@ -153,14 +153,17 @@ std::vector<Fulfiller::Request> Fulfiller::read_requests(Transaction& tr) {
 
 // Slots older than request_ttl belong to poppers that went away (a live popper consumes its slot
 // at once and re-registers if its request expired). Delivered items go back to their keys; slots
-// still waiting are left to the request expiry below, unless their request is gone too.
+// still waiting are left to the request expiry below, unless their request is gone too. The first
+// delivery is always put back, later ones only while they fit beside the batch's own work: the
+// rest wait for the next batches (a delivery was one transaction's worth of items; several of
+// them made every batch too large for etcd, and so stuck for good).
 void Fulfiller::reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r) {
   const std::int64_t cut = now - options_.request_ttl.count();
   auto stale = tr.get_range(keys_.slot_begin(), keys_.slot_before(cut),
                             {.limit = kReclaimPerBatch, .snapshot = true});
   for (const auto& kv : stale) {
     try {
-      reclaim_one(tr, kv.key, cut, r);
+      if (!reclaim_one(tr, kv.key, cut, r)) return;
     } catch (const Error& e) {
       // Bytes kvq does not write (e.g. an already consumed slot an older kvq left for lazy
       // clearing): an abandoned slot nobody can take; drop it rather than block every batch.
@@ -170,18 +173,35 @@ void Fulfiller::reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r) 
   }
 }
 
-void Fulfiller::reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r) {
+bool Fulfiller::reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r) {
   const std::string id = keys_.slot_id(slot);
   Slot s = read_slot(tr, slot);
   if (s.waiting()) {
-    if (request_created_ms(id) >= cut - options_.request_ttl.count()) return;
-    if (tr.get(keys_.req(s.stamp))) return;  // its request expires in request order
+    if (request_created_ms(id) >= cut - options_.request_ttl.count()) return true;
+    if (tr.get(keys_.req(s.stamp))) return true;  // its request expires in request order
   }
   if (s.kind == Slot::kDelivered) {
+    if (r->reclaimed > 0 && !fits_beside_batch(tr, put_back_cost(s))) return false;
     put_back(tr, id, s);
     ++r->reclaimed;
   }
   tr.clear(slot);
+  return true;
+}
+
+Fulfiller::Cost Fulfiller::put_back_cost(const Slot& s) {
+  // Per item: its set, its held place's clear, and on etcd the pin of the held place read; then
+  // the slot's and res's clears and the reads of the slot and res.
+  Cost cost{kItemOps * s.items.size() + 4, kFirstRequestBytes};
+  for (const KeyValue& item : s.items) cost.bytes += 2 * item.key.size() + item.value.size();
+  return cost;
+}
+
+bool Fulfiller::fits_beside_batch(Transaction& tr, const Cost& cost) const {
+  const TransactionUsage used = tr.usage();
+  return (limits_.max_operations == kUnbounded ||
+          used.operations + cost.ops + kFirstRequestOps + kTailOps <= limits_.max_operations) &&
+         used.bytes + cost.bytes + kFirstRequestBytes + kTailBytes <= limits_.max_bytes;
 }
 
 void Fulfiller::put_back(Transaction& tr, const std::string& id, const Slot& s) {

@@ -103,7 +103,13 @@ class Fulfiller {
   bool holds_lease(Transaction& tr, const std::string& me, std::int64_t now, Result* r);
   std::vector<Request> read_requests(Transaction& tr);
   void reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r);
-  void reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r);
+  // Reclaims the abandoned slot `slot` (older than `cut`); false, leaving it, if it holds a
+  // delivery that would not fit beside the batch's work after an earlier one of this batch.
+  bool reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r);
+  // What putting back the delivery `s` adds to a transaction, about (on etcd: operations).
+  static Cost put_back_cost(const Slot& s);
+  // Whether `cost` fits in `tr` with room left for a batch's first request and its tail.
+  bool fits_beside_batch(Transaction& tr, const Cost& cost) const;
   void serve_requests(Transaction& tr, Batch& b, Result* r);
   bool serve_one(Transaction& tr, Batch& b, const Request& req, Result* r);
   std::size_t room_for(Transaction& tr, const Batch& b);
