@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "kvq/database.h"
+#include "kvq/tuple.h"
+#include "layers/contention/marked_run.h"
 
 namespace kvq {
 namespace {
@@ -48,6 +50,81 @@ TEST(FaultInjection, UnknownResultAppliedCommitsAnyway) {
   EXPECT_THROW(tr.commit(), Error);
   EXPECT_EQ(base->run([](Transaction& t) { return t.get("k"); }), "v");
   EXPECT_EQ(engine->injected_applied(), 1u);
+}
+
+// Two attempts of a marked operation in doubt at once: the first commit ended in
+// commit_unknown_result and landed late (on etcd a proposal can be applied after its RPC timed
+// out), after the second attempt had read; the second ended unknown and did not land. The retry
+// must return the result of the attempt that took effect, the first; it returned the last
+// attempt's (found in review in session 23).
+TEST(FaultInjection, TheAttemptInDoubtThatTookEffectIsTheOneWhoseResultIsReturned) {
+  auto base = open("memory:");
+  auto db = std::make_shared<Database>(faulty(base, {.unknown_not_applied = 1.0}), "faulty");
+  detail::Markers markers(db, Subspace(Tuple().append("control")), std::chrono::minutes(10));
+  const std::string marker = markers.make();
+  ASSERT_FALSE(marker.empty()) << "commits can be unknown: markers are written";
+  int calls = 0;
+  Transaction tr = db->create_transaction();
+  const int got = detail::run_marked_in(
+      tr, *db, markers, marker,
+      [&](Transaction& attempt) {
+        attempt.set("work", "");
+        if (++calls == 2) {
+          // The first attempt's commit lands now, marker and all, as that attempt wrote it.
+          base->run([&](Transaction& late) { late.set(marker, "0"); });
+        }
+        return calls;
+      },
+      [](int) { return true; });
+  EXPECT_EQ(got, 1) << "the result of the attempt that took effect";
+  EXPECT_EQ(calls, 2);
+}
+
+// The late commit hook: a held commit lands at its own read version, unless what it read was
+// written meanwhile.
+TEST(FaultInjection, AHeldCommitLandsLaterUnlessWhatItReadWasWritten) {
+  auto base = open("memory:");
+  auto engine = faulty(base, {});
+  Database db(engine, "faulty");
+  auto held_write = [&](const std::string& key) {
+    engine->hold_next_commit();
+    Transaction tr = db.create_transaction();
+    tr.get("guard");
+    tr.set(key, "v");
+    EXPECT_THROW(tr.commit(), Error);
+  };
+  held_write("a");
+  EXPECT_EQ(base->run([](Transaction& t) { return t.get("a"); }), std::nullopt);
+  EXPECT_TRUE(engine->land_held());
+  EXPECT_EQ(base->run([](Transaction& t) { return t.get("a"); }), "v");
+  held_write("b");
+  base->run([](Transaction& t) { t.set("guard", "changed"); });
+  EXPECT_FALSE(engine->land_held());
+  EXPECT_EQ(base->run([](Transaction& t) { return t.get("b"); }), std::nullopt);
+  EXPECT_FALSE(engine->land_held()) << "nothing held";
+}
+
+// A high-contention pop's one attempt (try_marked_once) ends in commit_unknown_result, and its
+// marker is not in the store yet: before answering "not popped" (the caller then queues up), the
+// retry commits a fence, so the attempt can no longer land later with the item that nobody would
+// get. Before, the retry answered nullopt at once and the late commit removed the item for good
+// (found in review in session 23).
+TEST(FaultInjection, AFastPopInDoubtIsFencedOffBeforeItAnswersNotPopped) {
+  auto base = open("memory:");
+  auto engine = faulty(base, {});
+  auto db = std::make_shared<Database>(engine, "faulty");
+  base->run([](Transaction& t) { t.set("item", "x"); });
+  detail::Markers markers(db, Subspace(Tuple().append("control")), std::chrono::minutes(10));
+  engine->hold_next_commit();
+  const std::optional<std::string> got =
+      detail::try_marked_once(*db, markers, [](Transaction& tr) -> std::optional<std::string> {
+        std::optional<std::string> v = tr.get("item");
+        if (v) tr.clear("item");
+        return v;
+      });
+  EXPECT_EQ(got, std::nullopt);
+  EXPECT_FALSE(engine->land_held()) << "the held pop landed after the fence";
+  EXPECT_EQ(base->run([](Transaction& t) { return t.get("item"); }), "x") << "the item is lost";
 }
 
 TEST(FaultInjection, ReadsAndWatchesPassThrough) {

@@ -13,7 +13,8 @@
 namespace kvq::detail {
 
 // Room kept in a batch's transaction for what the layer adds after the items: the size counter,
-// the idempotency marker and the finished markers it clears (markers.h: up to 16), a sweep.
+// the idempotency marker (a write and a read conflict) and the finished markers it clears
+// (markers.h: up to 16), a sweep.
 constexpr std::size_t kReserveOperations = 24;
 constexpr std::size_t kReserveBytes = 8192;
 

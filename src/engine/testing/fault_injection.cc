@@ -104,6 +104,12 @@ class FaultInjectionEngine::FaultySession final : public Session {
   void prefetch(std::span<const RangeQuery> queries) override { base_->prefetch(queries); }
   CommitResult commit(CommitRequest request) override {
     const Fault fault = owner_->draw_commit();
+    if (fault == Fault::kHeld) {
+      // The wrapped session goes with it: it keeps the read version from being released.
+      std::lock_guard<std::mutex> lock(owner_->mu_);
+      owner_->held_.emplace(Held{std::move(base_), std::move(request)});
+      throw Error(ErrorCode::kCommitUnknownResult, "injected fault: commit held, may land later");
+    }
     if (fault == Fault::kNotApplied) {
       owner_->not_applied_.fetch_add(1);
       throw Error(ErrorCode::kCommitUnknownResult, "injected fault: commit not applied");
@@ -161,11 +167,36 @@ void FaultInjectionEngine::set_options(FaultInjectionOptions options) {
   options_ = options;
 }
 
+void FaultInjectionEngine::hold_next_commit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_next_ = true;
+}
+
+bool FaultInjectionEngine::land_held() {
+  std::optional<Held> held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held.swap(held_);
+  }
+  if (!held) return false;
+  try {
+    held->session->commit(std::move(held->request));
+    return true;
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kNotCommitted) return false;
+    throw;
+  }
+}
+
 FaultInjectionEngine::Fault FaultInjectionEngine::draw_commit() {
   Fault fault = Fault::kNone;
   std::chrono::milliseconds delay{0};
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (hold_next_) {
+      hold_next_ = false;
+      return Fault::kHeld;
+    }
     const double r = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
     const double not_applied = options_.unknown_not_applied;
     const double applied = not_applied + options_.unknown_applied;

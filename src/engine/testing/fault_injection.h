@@ -81,6 +81,14 @@ class FaultInjectionEngine final : public Engine,
   // Changes the probabilities (e.g. to turn faults off for a final check). Thread-safe.
   void set_options(FaultInjectionOptions options);
 
+  // A late commit, as etcd can apply a proposal after its RPC timed out: the next commit fails
+  // with commit_unknown_result without reaching the wrapped engine, and is held until
+  // land_held() sends it there, with its own read version and read conflicts (so it lands only
+  // if nothing it read was written since). land_held returns whether it landed (false if it
+  // conflicted or none is held). Thread-safe.
+  void hold_next_commit();
+  bool land_held();
+
   // Faults injected so far.
   std::uint64_t injected_not_applied() const { return not_applied_.load(); }
   std::uint64_t injected_applied() const { return applied_.load(); }
@@ -89,7 +97,7 @@ class FaultInjectionEngine final : public Engine,
 
  private:
   class FaultySession;
-  enum class Fault { kNone, kNotApplied, kApplied, kConflict };
+  enum class Fault { kNone, kNotApplied, kApplied, kConflict, kHeld };
   // The fault of the next commit (and sleeps the configured delay).
   Fault draw_commit();
   // Whether the next read fails with transaction_too_old.
@@ -103,6 +111,13 @@ class FaultInjectionEngine final : public Engine,
   std::atomic<std::uint64_t> applied_{0};
   std::atomic<std::uint64_t> conflicts_{0};
   std::atomic<std::uint64_t> too_old_{0};
+  // A commit held by hold_next_commit(), with the wrapped session it was made in.
+  struct Held {
+    std::unique_ptr<Session> session;
+    CommitRequest request;
+  };
+  bool hold_next_ = false;    // under mu_
+  std::optional<Held> held_;  // under mu_
 };
 
 }  // namespace kvq::engine

@@ -16,7 +16,7 @@ namespace {
 // on etcd are about 8 operations and a few hundred bytes plus the item), and what the end of a
 // batch may still add: lease, size and waiting writes, the hand-off (a slot read and write), the
 // read conflict on the whole request range, and the batch's idempotency marker with the two
-// finished markers it clears and a sweep (staged_pop.cc, markers.h: 4 operations).
+// finished markers it clears and a sweep (staged_pop.cc, markers.h: 5 operations).
 constexpr std::size_t kFirstRequestOps = 8;
 constexpr std::size_t kFirstRequestBytes = 2048;
 constexpr std::size_t kTailOps = 16;

@@ -35,24 +35,32 @@ struct MarkOptions {
 // As run_marked below, with `tr` as the first attempt's transaction (run_once_in: what the caller
 // read in it stays read) and `marker` (from markers.make()) chosen by the caller, who may later
 // read it to learn whether an attempt that ended in an error took effect. An attempt writes the
-// marker only if it wrote something and marked(its result) (false: the caller knows the attempt
-// wrote nothing worth telling); an attempt that wrote nothing commits nothing, so it cannot end in
-// commit_unknown_result.
+// marker if it wrote something and marked(its result) (false: the caller knows the attempt wrote
+// nothing worth telling; an attempt that wrote nothing commits nothing, so it cannot end in
+// commit_unknown_result), and always once an earlier attempt is in doubt: its commit is then a
+// fence (Markers::write), after which no attempt in doubt can still land, so returning this
+// attempt's result (even "nothing was done") loses nothing.
 template <typename Body, typename Marked>
 auto run_marked_in(Transaction& tr, Database& db, Markers& markers, const std::string& marker,
                    Body&& body, Marked&& marked, const MarkOptions& options = {}) {
   std::vector<std::string> cleared;
   bool wrote_marker = false;  // by the attempt that committed
+  std::size_t calls = 0;      // of body, as run_once_in counts them
+  bool in_doubt = false;      // an attempt ended in commit_unknown_result (committed() was asked)
   auto result = contention::run_once_in(
       tr, db,
       [&](Transaction& attempt) {
+        const std::size_t k = calls++;
         auto r = body(attempt);
         cleared.clear();
-        wrote_marker = attempt.has_writes() && marked(std::as_const(r));
-        if (wrote_marker) cleared = markers.write(attempt, marker, options.max_clears);
+        wrote_marker = in_doubt || (attempt.has_writes() && marked(std::as_const(r)));
+        if (wrote_marker) cleared = markers.write(attempt, marker, k, options.max_clears);
         return r;
       },
-      [&](Transaction& check) { return Markers::found(check, marker); },
+      [&](Transaction& check, std::size_t k) {
+        in_doubt = true;
+        return Markers::written_by(check, marker, k);
+      },
       options.resolve ? markers.resolve_window() : std::chrono::milliseconds(0));
   if (wrote_marker) markers.finished(marker, cleared);
   return result;
@@ -69,24 +77,32 @@ auto run_marked(Database& db, Markers& markers, Body&& body,
 
 // One attempt at body(tr), which returns a std::optional: its result, or nullopt if body declined
 // (returned nullopt: nothing is committed then) or the attempt failed to commit (a conflict is not
-// retried). After commit_unknown_result the marker tells whether the attempt took effect. The
-// fast path of high-contention pops: on nullopt the caller queues up instead.
+// retried). After commit_unknown_result the marker tells whether the attempt took effect, and if
+// it has not (yet), a fence (run_marked_in) makes sure it never will before nullopt is returned.
+// The fast path of high-contention pops: on nullopt the caller queues up instead.
 template <typename Body>
 auto try_marked_once(Database& db, Markers& markers, Body&& body) {
   using Out = std::invoke_result_t<Body&, Transaction&>;
   const std::string marker = markers.make();
   std::vector<std::string> cleared;
-  int attempts = 0;
+  bool wrote_marker = false;  // by the attempt that committed
+  std::size_t calls = 0;
+  bool in_doubt = false;
   Out out = contention::run_once(
       db,
       [&](Transaction& tr) -> Out {
-        if (attempts++ > 0) return std::nullopt;
-        Out r = body(tr);
-        if (r) cleared = markers.write(tr, marker);
+        const std::size_t k = calls++;
+        Out r = k == 0 ? body(tr) : std::nullopt;
+        wrote_marker = r.has_value() || in_doubt;
+        if (wrote_marker) cleared = markers.write(tr, marker, k);
         return r;
       },
-      [&](Transaction& tr) { return Markers::found(tr, marker); }, {}, markers.resolve_window());
-  if (out) markers.finished(marker, cleared);
+      [&](Transaction& tr, std::size_t k) {
+        in_doubt = true;
+        return Markers::written_by(tr, marker, k);
+      },
+      {}, markers.resolve_window());
+  if (wrote_marker) markers.finished(marker, cleared);
   return out;
 }
 

@@ -53,10 +53,11 @@ std::string Markers::make() const {
 }
 
 std::vector<std::string> Markers::write(Transaction& tr, const std::string& marker,
-                                        std::size_t max_clears) {
+                                        std::size_t attempt, std::size_t max_clears) {
   std::vector<std::string> cleared;
   if (!marker.empty()) {
-    tr.set(marker, "");
+    tr.add_read_conflict_key(marker);
+    tr.set(marker, std::to_string(attempt));
     std::lock_guard<std::mutex> lock(mu_);
     const std::size_t n = std::min(pending_.size(), max_clears);
     cleared.assign(pending_.end() - static_cast<std::ptrdiff_t>(n), pending_.end());

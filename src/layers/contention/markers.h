@@ -44,10 +44,13 @@ class Markers {
   // Finished markers one write() clears at most, unless told fewer: more than one, so the backlog
   // of many threads drains.
   static constexpr std::size_t kClearPerWrite = 16;
-  // Writes `marker` in `tr` (unless empty), clears up to `max_clears` finished markers (returned:
+  // Writes `marker` in `tr` (unless empty) with the value `attempt` (which attempt of the
+  // operation wrote it: written_by), with a read conflict on it: so of two attempts of one
+  // operation at most one commits, and one that commits fences off an earlier one whose commit
+  // is in doubt (it can no longer land). Clears up to `max_clears` finished markers (returned:
   // pass them to finished()), and once in 64 calls sweeps markers older than ttl: at most
-  // max_clears + 2 operations.
-  std::vector<std::string> write(Transaction& tr, const std::string& marker,
+  // max_clears + 3 operations.
+  std::vector<std::string> write(Transaction& tr, const std::string& marker, std::size_t attempt,
                                  std::size_t max_clears = kClearPerWrite);
   // The operation of `marker` returned, after the commit that also cleared `cleared` (nothing to
   // do for an empty marker).
@@ -56,6 +59,11 @@ class Markers {
   // (false for an empty marker, whose operation's commit cannot have been in doubt).
   static bool found(Transaction& tr, const std::string& marker) {
     return !marker.empty() && tr.get(marker).has_value();
+  }
+  // Whether attempt `attempt` of the operation of `marker` took effect (write(tr, marker,
+  // attempt) is in the store as `tr` reads it): another attempt's marker says no.
+  static bool written_by(Transaction& tr, const std::string& marker, std::size_t attempt) {
+    return !marker.empty() && tr.get(marker) == std::to_string(attempt);
   }
   // How many finished markers this object still has in the store (for tests).
   std::size_t pending() const;

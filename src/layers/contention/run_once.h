@@ -2,10 +2,14 @@
 //
 // run_once(db, body, committed) runs body(tr) and commits, retrying retryable errors with
 // Transaction::on_error (so TransactionOptions' timeout and retry_limit apply). After an attempt
-// failed with commit_unknown_result, every later attempt first asks committed(tr) whether that
-// attempt took effect (a marker key it wrote is there, a slot it cleared is gone, ...): if so, the
-// result that attempt computed is returned instead of running body again. The identity committed()
-// looks for must be chosen by the caller outside the loop.
+// failed with commit_unknown_result, every later attempt first asks committed(tr, k) whether that
+// attempt, the k-th call of body (from 0), took effect (a marker key it wrote holds k, a slot it
+// cleared is gone, ...): if so, the result that attempt computed is returned instead of running
+// body again. Several attempts can be in doubt at once (one ended unknown, was not yet visible
+// to the next, which ended unknown too): they are asked about oldest first, and at most one of
+// them can have committed if each attempt reads what committed() looks for with a conflict. A
+// committed() that cannot tell attempts apart may ignore k only if all attempts compute the same
+// result. The identity committed() looks for must be chosen by the caller outside the loop.
 //
 // Giving up (a non-retryable error, the timeout or retry limit used up) while such an attempt is
 // still unresolved would throw away a result that may have committed (a popped item nobody gets).
@@ -14,10 +18,14 @@
 // `resolve_for` must be shorter than the time committed()'s evidence is reliable (markers:
 // marker_ttl; slots: until another client may clear them). 0 (the default) does not resolve.
 //
-// Example:
+// Example (`calls` counts the calls of body, as run_once does):
 //   const std::string marker = markers.make();
-//   auto v = run_once(db, [&](Transaction& tr) { tr.set(marker, ""); return pop(tr); },
-//                     [&](Transaction& tr) { return tr.get(marker).has_value(); });
+//   std::size_t calls = 0;
+//   auto v = run_once(db,
+//                     [&](Transaction& tr) { tr.set(marker, std::to_string(calls++)); return
+//                     pop(tr); },
+//                     [&](Transaction& tr, std::size_t k) { return tr.get(marker) ==
+//                     std::to_string(k); });
 #ifndef KVQ_SRC_LAYERS_CONTENTION_RUN_ONCE_H_
 #define KVQ_SRC_LAYERS_CONTENTION_RUN_ONCE_H_
 
@@ -26,6 +34,7 @@
 #include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "common/clock.h"
 #include "kvq/database.h"
@@ -33,16 +42,32 @@
 
 namespace kvq::contention {
 
-// Whether an attempt that ended in commit_unknown_result took effect, asked with committed() in
-// fresh transactions until `until`; nullopt if the engine did not answer in time.
-template <typename Committed>
-std::optional<bool> resolve_unknown(Database& db, Committed& committed,
-                                    std::chrono::steady_clock::time_point until) {
+// The results of the attempts whose commit is in doubt, oldest first, and which of them took
+// effect as a transaction reads it.
+template <typename R>
+struct InDoubt {
+  std::vector<std::pair<std::size_t, R>> attempts;  // (call of body, its result)
+
+  // The result of the attempt that took effect as `tr` reads it (committed(tr, k)), or nullptr.
+  template <typename Committed>
+  R* committed_one(Transaction& tr, Committed& committed) {
+    for (auto& [k, result] : attempts) {
+      if (committed(tr, k)) return &result;
+    }
+    return nullptr;
+  }
+};
+
+// Which attempt in doubt took effect, asked in fresh transactions until `until`: its result, a
+// null pointer if none did, nullopt if the engine did not answer in time.
+template <typename R, typename Committed>
+std::optional<R*> resolve_unknown(Database& db, InDoubt<R>& in_doubt, Committed& committed,
+                                  std::chrono::steady_clock::time_point until) {
   auto delay = std::chrono::milliseconds(20);
   for (;;) {
     try {
       Transaction tr = db.create_transaction();
-      return static_cast<bool>(committed(tr));
+      return in_doubt.committed_one(tr, committed);
     } catch (const Error&) {
       if (common::clock().steady_now() + delay >= until) return std::nullopt;
       common::clock().sleep_for(delay);
@@ -59,22 +84,26 @@ auto run_once_in(Transaction& tr, Database& db, Body&& body, Committed&& committ
                  std::chrono::milliseconds resolve_for = std::chrono::milliseconds(0))
     -> std::invoke_result_t<Body&, Transaction&> {
   using R = std::invoke_result_t<Body&, Transaction&>;
-  std::optional<R> maybe_result;  // what the last maybe-committed attempt computed
-  for (;;) {
+  InDoubt<R> in_doubt;
+  for (std::size_t calls = 0;;) {
     std::optional<R> attempt;
+    const std::size_t k = calls;
     try {
-      if (maybe_result && committed(tr)) return std::move(*maybe_result);
+      if (R* done = in_doubt.committed_one(tr, committed)) return std::move(*done);
+      ++calls;
       attempt.emplace(body(tr));
       tr.commit();
       return std::move(*attempt);
     } catch (const Error& e) {
-      if (e.maybe_committed() && attempt) maybe_result = std::move(attempt);
+      if (e.maybe_committed() && attempt) in_doubt.attempts.emplace_back(k, std::move(*attempt));
       try {
         tr.on_error(e);
       } catch (const Error&) {
-        if (!maybe_result || resolve_for.count() <= 0) throw;
+        if (in_doubt.attempts.empty() || resolve_for.count() <= 0) throw;
         const auto until = common::clock().steady_now() + resolve_for;
-        if (resolve_unknown(db, committed, until).value_or(false)) return std::move(*maybe_result);
+        if (R* done = resolve_unknown(db, in_doubt, committed, until).value_or(nullptr)) {
+          return std::move(*done);
+        }
         throw;
       }
     }

@@ -116,7 +116,8 @@ std::string StagedPops::register_request(Side side, std::int64_t n, Clock::time_
         },
         // A registration that may have committed is resolved before giving up at the deadline:
         // one left behind would get items delivered that nobody takes until request_ttl.
-        [&](Transaction& tr) { return tr.get(slot).has_value(); }, options,
+        // Every attempt registers the same request (and returns 0): any of them will do.
+        [&](Transaction& tr, std::size_t) { return tr.get(slot).has_value(); }, options,
         markers_.resolve_window());
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTransactionTimedOut) throw;
