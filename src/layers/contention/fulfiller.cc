@@ -1,7 +1,6 @@
 #include "layers/contention/fulfiller.h"
 
 #include <algorithm>
-#include <limits>
 #include <set>
 
 #include "client/transaction_access.h"
@@ -10,26 +9,6 @@
 #include "layers/contention/owned_read.h"
 
 namespace kvq::contention {
-namespace {
-
-// Estimated cost of serving one request before any was measured (a request's conflicts and writes
-// on etcd are about 8 operations and a few hundred bytes plus the item), and what the end of a
-// batch may still add: lease, size and waiting writes, the hand-off (a slot read and write), the
-// read conflict on the whole request range, and the batch's idempotency marker with the two
-// finished markers it clears and a sweep (staged_pop.cc, markers.h: 5 operations).
-constexpr std::size_t kFirstRequestOps = 8;
-constexpr std::size_t kFirstRequestBytes = 2048;
-constexpr std::size_t kTailOps = 16;
-constexpr std::size_t kTailBytes = 4608;
-// What each item beyond a request's first adds on etcd: the read's pin of its key, its clear and
-// its held place.
-constexpr std::size_t kItemOps = 3;
-// Abandoned slots one batch looks at.
-constexpr int kReclaimPerBatch = 8;
-// TransactionLimits::max_operations of engines that do not count operations.
-constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
-
-}  // namespace
 
 struct Fulfiller::Batch {
   const std::string* me = nullptr;  // the leased fulfiller's own request id
@@ -149,90 +128,6 @@ std::vector<Fulfiller::Request> Fulfiller::read_requests(Transaction& tr) {
     reqs.push_back({std::move(kv.key), std::move(v.id), v.side, v.count});
   }
   return reqs;
-}
-
-// Slots older than request_ttl belong to poppers that went away (a live popper consumes its slot
-// at once and re-registers if its request expired). Delivered items go back to their keys; slots
-// still waiting are left to the request expiry below, unless their request is gone too. The first
-// delivery is always put back, later ones only while they fit beside the batch's own work: the
-// rest wait for the next batches (a delivery was one transaction's worth of items; several of
-// them made every batch too large for etcd, and so stuck for good).
-void Fulfiller::reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r) {
-  const std::int64_t cut = now - options_.request_ttl.count();
-  auto stale = tr.get_range(keys_.slot_begin(), keys_.slot_before(cut),
-                            {.limit = kReclaimPerBatch, .snapshot = true});
-  for (const auto& kv : stale) {
-    try {
-      if (!reclaim_one(tr, kv.key, cut, r)) return;
-    } catch (const Error& e) {
-      // Bytes kvq does not write (e.g. an already consumed slot an older kvq left for lazy
-      // clearing): an abandoned slot nobody can take; drop it rather than block every batch.
-      if (e.code() != ErrorCode::kCorruption) throw;
-      tr.clear(kv.key);
-    }
-  }
-}
-
-bool Fulfiller::reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r) {
-  const std::string id = keys_.slot_id(slot);
-  Slot s = read_slot(tr, slot);
-  if (s.waiting()) {
-    if (request_created_ms(id) >= cut - options_.request_ttl.count()) return true;
-    if (tr.get(keys_.req(s.stamp))) return true;  // its request expires in request order
-  }
-  if (s.kind == Slot::kDelivered) {
-    if (r->reclaimed > 0 && !fits_beside_batch(tr, put_back_cost(s))) return false;
-    put_back(tr, id, s);
-    ++r->reclaimed;
-  }
-  tr.clear(slot);
-  return true;
-}
-
-Fulfiller::Cost Fulfiller::put_back_cost(const Slot& s) {
-  // Per item: its set, its held place's clear, and on etcd the pin of the held place read; then
-  // the slot's and res's clears and the reads of the slot and res.
-  Cost cost{kItemOps * s.items.size() + 4, kFirstRequestBytes};
-  for (const KeyValue& item : s.items) cost.bytes += 2 * item.key.size() + item.value.size();
-  return cost;
-}
-
-bool Fulfiller::fits_beside_batch(Transaction& tr, const Cost& cost) const {
-  const TransactionUsage used = tr.usage();
-  return (limits_.max_operations == kUnbounded ||
-          used.operations + cost.ops + kFirstRequestOps + kTailOps <= limits_.max_operations) &&
-         used.bytes + cost.bytes + kFirstRequestBytes + kTailBytes <= limits_.max_bytes;
-}
-
-void Fulfiller::put_back(Transaction& tr, const std::string& id, const Slot& s) {
-  for (const KeyValue& item : s.items) {
-    if (item.key < items_.begin || item.key >= items_.end) {
-      throw Error(ErrorCode::kCorruption, "queue: a delivered slot names a key outside the items");
-    }
-  }
-  for (const KeyValue& item : s.items) {
-    std::optional<std::string> value = s.value_in_res ? tr.get(keys_.res(id)) : item.value;
-    if (!value) throw Error(ErrorCode::kCorruption, "queue: delivered item's value is missing");
-    restore(tr, KeyValue{item.key, *value});
-    set_held(tr, items_, item.key, /*hold=*/false);
-  }
-  tr.clear(keys_.res(id));
-  tr.clear(keys_.slot(id));
-}
-
-void Fulfiller::restore(Transaction& tr, const KeyValue& item) {
-  tr.set(item.key, item.value);
-  add_size(tr, items_, 1);
-}
-
-void Fulfiller::consumed(Transaction& tr, const std::vector<KeyValue>& items) {
-  for (const KeyValue& item : items) set_held(tr, items_, item.key, /*hold=*/false);
-}
-
-bool Fulfiller::has_abandoned(Transaction& tr) {
-  const std::int64_t cut = now_ms() - options_.request_ttl.count();
-  return !tr.get_range(keys_.slot_begin(), keys_.slot_before(cut), {.limit = 1, .snapshot = true})
-              .empty();
 }
 
 void Fulfiller::serve_requests(Transaction& tr, Batch& b, Result* r) {

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,6 +88,23 @@ class Fulfiller {
   bool has_abandoned(Transaction& tr);
 
  private:
+  // Estimated cost of serving one request before any was measured (a request's conflicts and writes
+  // on etcd are about 8 operations and a few hundred bytes plus the item), and what the end of a
+  // batch may still add: lease, size and waiting writes, the hand-off (a slot read and write), the
+  // read conflict on the whole request range, and the batch's idempotency marker with the two
+  // finished markers it clears and a sweep (staged_pop.cc, markers.h: 5 operations).
+  static constexpr std::size_t kFirstRequestOps = 8;
+  static constexpr std::size_t kFirstRequestBytes = 2048;
+  static constexpr std::size_t kTailOps = 16;
+  static constexpr std::size_t kTailBytes = 4608;
+  // What each item beyond a request's first adds on etcd: the read's pin of its key, its clear and
+  // its held place.
+  static constexpr std::size_t kItemOps = 3;
+  // Abandoned slots one batch looks at.
+  static constexpr int kReclaimPerBatch = 8;
+  // TransactionLimits::max_operations of engines that do not count operations.
+  static constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
+
   struct Request {
     std::string key, id;
     Side side;
@@ -106,10 +124,9 @@ class Fulfiller {
   // Reclaims the abandoned slot `slot` (older than `cut`); false, leaving it, if it holds a
   // delivery that would not fit beside the batch's work after an earlier one of this batch.
   bool reclaim_one(Transaction& tr, const std::string& slot, std::int64_t cut, Result* r);
-  // What putting back the delivery `s` adds to a transaction, about (on etcd: operations).
-  static Cost put_back_cost(const Slot& s);
-  // Whether `cost` fits in `tr` with room left for a batch's first request and its tail.
-  bool fits_beside_batch(Transaction& tr, const Cost& cost) const;
+  // Whether putting back the delivery `s` fits in `tr`, with room left for a batch's first
+  // request and its tail (about: the operations are etcd's).
+  bool room_to_put_back(Transaction& tr, const Slot& s) const;
   void serve_requests(Transaction& tr, Batch& b, Result* r);
   bool serve_one(Transaction& tr, Batch& b, const Request& req, Result* r);
   std::size_t room_for(Transaction& tr, const Batch& b);
