@@ -862,6 +862,29 @@ TEST_P(ConformanceTest, WatchFiresAtOnceIfTheValueChangedAfterTheReadVersion) {
   EXPECT_TRUE(w.wait_for(10s));
 }
 
+// The same for a transaction that writes, whose watches start at its commit: a change committed
+// between its read version and its commit fires them at once, as does a concurrent atomic add to
+// a key it added to (its view: its read plus its own add). On etcd the watch stream started
+// after the commit and missed both (found in review in session 23).
+TEST_P(ConformanceTest, AWritingTransactionsWatchFiresAtOnceForAChangeBeforeItsCommit) {
+  put("w", "1");
+  Transaction tr = db_->create_transaction();
+  EXPECT_EQ(tr.get("other"), std::nullopt);
+  tr.set("x", "1");
+  Watch w = tr.watch("w");
+  put("w", "2");
+  tr.commit();
+  EXPECT_TRUE(w.wait_for(10s));
+
+  Transaction adder = db_->create_transaction();
+  EXPECT_EQ(adder.get("other"), std::nullopt);
+  adder.atomic_add("c", std::int64_t{1});
+  Watch c = adder.watch("c");
+  db_->run([](Transaction& t) { t.atomic_add("c", std::int64_t{1}); });
+  adder.commit();
+  EXPECT_TRUE(c.wait_for(10s));
+}
+
 TEST_P(ConformanceTest, WatchFailsWhenTheTransactionDoesNotCommit) {
   Watch from_reset;
   Watch from_destroyed;

@@ -35,7 +35,9 @@ void TransactionState::commit() {
     versionstamp_ = std::move(result.versionstamp);
     state_ = State::kCommitted;
     counters_->commits.fetch_add(1, std::memory_order_relaxed);
-    register_watches(seen, committed_version_);
+    // The watches saw the read version (plus this transaction's writes): changes committed from
+    // there on count, those before this commit too. Without a read, they saw only its writes.
+    register_watches(seen, has_read_version_ ? session().read_version() : committed_version_);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kNotCommitted) {
       counters_->conflicts.fetch_add(1, std::memory_order_relaxed);
@@ -154,11 +156,11 @@ std::vector<std::optional<std::string>> TransactionState::watch_values() {
       out.push_back(std::nullopt);
     } else if (w != nullptr) {
       out.push_back(WriteOverlay::value_of(
-          *w, w->kind == WriteKind::kAdd ? session().get(key) : std::nullopt, key));
+          *w, w->kind == WriteKind::kAdd ? store_get(key) : std::nullopt, key));
     } else if (overlay_.in_cleared(key)) {
       out.push_back(std::nullopt);
     } else {
-      out.push_back(session().get(key));
+      out.push_back(store_get(key));
     }
   }
   return out;
