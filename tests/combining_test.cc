@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine.h"
 #include "kvq/kvq.h"
 #include "support/engines.h"
 #include "support/etcd_cluster.h"
@@ -136,6 +137,90 @@ std::vector<std::string> faulty_urls(const std::string& query) {
   if (!etcd.empty()) urls.push_back(etcd);
 #endif
   return urls;
+}
+
+// The memory engine with a byte limit of `max_bytes` per transaction (as etcd run with a small
+// --max-request-bytes), whose commits take 300 ms when they write a value starting "SLOW" and
+// fail with connection_failed when they write one starting "DOWN": the real store underneath,
+// faults on cue.
+class CuedEngine final : public engine::Engine {
+ public:
+  CuedEngine(std::shared_ptr<engine::Engine> base, std::size_t max_bytes)
+      : base_(std::move(base)), max_bytes_(max_bytes) {}
+  std::unique_ptr<engine::Session> begin() override {
+    return std::make_unique<CuedSession>(base_->begin());
+  }
+  void watch(std::string key, std::optional<std::string> value_seen, Version version,
+             std::shared_ptr<detail::WatchState> state) override {
+    base_->watch(std::move(key), std::move(value_seen), version, std::move(state));
+  }
+  std::uint64_t commit_batches() const override { return base_->commit_batches(); }
+  TransactionLimits limits() const override { return {.max_bytes = max_bytes_}; }
+
+ private:
+  class CuedSession final : public engine::Session {
+   public:
+    explicit CuedSession(std::unique_ptr<engine::Session> base) : base_(std::move(base)) {}
+    Version read_version() override { return base_->read_version(); }
+    std::optional<std::string> get(std::string_view key) override { return base_->get(key); }
+    std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
+                                    bool reverse) override {
+      return base_->get_range(begin, end, limit, reverse);
+    }
+    engine::CommitResult commit(engine::CommitRequest request) override {
+      for (const engine::Mutation& m : request.mutations) {
+        if (m.param2.starts_with("SLOW"))
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (m.param2.starts_with("DOWN")) throw Error(ErrorCode::kConnectionFailed, "cued: down");
+      }
+      return base_->commit(std::move(request));
+    }
+
+   private:
+    std::unique_ptr<engine::Session> base_;
+  };
+
+  std::shared_ptr<engine::Engine> base_;
+  std::size_t max_bytes_;
+};
+
+// A combined group too large for one transaction is pushed in halves. A half that then fails
+// answers only its own pushes with the error: the halves before it committed, and their pushes
+// return normally (before, every push of the group got the error, so a caller retrying its
+// committed push pushed it twice). And a push alone in its group commits whatever a plain push
+// commits (the batch's reserve made a 9,000-byte push fail under a 15,000-byte limit). Found in
+// review in session 23.
+TEST(CombiningFaults, AFailingHalfOfAGroupFailsOnlyItsOwnPushes) {
+  auto base = open("memory:");
+  auto db = std::make_shared<Database>(std::make_shared<CuedEngine>(base->engine(), 15000),
+                                       "cued-memory:");
+  QueueOptions o;
+  o.combine = true;
+  Queue q(db, Subspace(Tuple().append("halves")), o);
+  q.push(std::string(9000, 'y'));  // alone: as a plain push
+  auto push = [&](const std::string& value) -> std::string {
+    try {
+      q.push(value);
+      return "ok";
+    } catch (const Error& e) {
+      return std::string(error_name(e.code()));
+    }
+  };
+  std::string slow, good, down;
+  std::thread leader([&] { slow = push("SLOW"); });  // leads alone for 300 ms
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::thread first([&] { good = push("good" + std::string(3500, 'x')); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::thread second([&] { down = push("DOWN" + std::string(3500, 'x')); });
+  leader.join();
+  first.join();
+  second.join();
+  EXPECT_EQ(slow, "ok");
+  EXPECT_EQ(good, "ok") << "its half committed";
+  EXPECT_EQ(down, "connection_failed");
+  std::vector<std::string> left;
+  while (std::optional<std::string> v = q.pop()) left.push_back(v->substr(0, 4));
+  EXPECT_EQ(left, (std::vector<std::string>{"yyyy", "SLOW", "good"}));
 }
 
 TEST(CombiningFaults, UnknownResultsNeitherDuplicateNorLoseCombinedItems) {

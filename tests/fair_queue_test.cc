@@ -282,6 +282,29 @@ TEST_P(FairQueueTest, ATenantLeavingTheRingWithDueTimersLeftIsServedAgain) {
   }
 }
 
+// A fair queue's keys add at most FairQueue::kMaxOwnKeySize bytes to its prefix (a tenant's dead
+// letter: the tenant's name and the reason, each escaped); a longer prefix is refused when the
+// fair queue is made, and at the longest allowed the longest tenant and reason fit.
+TEST_P(FairQueueTest, ASubspaceTooLongForTheFairQueuesOwnKeysIsRefusedWhenItIsMade) {
+  const std::size_t longest = kMaxKeySize - FairQueue::kMaxOwnKeySize;
+  auto subspace_of = [&](std::size_t bytes) {
+    return Subspace(Tuple(), space_.key() + std::string(bytes - space_.key().size(), 'f'));
+  };
+  FairQueueOptions o;
+  o.max_attempts = 1;
+  EXPECT_EQ(code_of([&] { FairQueue(db_, subspace_of(longest + 1), o); }),
+            ErrorCode::kInvalidArgument);
+  FairQueue fq(db_, subspace_of(longest), o);
+  const std::string tenant(FairQueue::kMaxTenantSize, '\0');  // escaped: twice as long
+  fq.push(tenant, "v");
+  auto lease = fq.take(30s);
+  ASSERT_TRUE(lease);
+  fq.nack(*lease, 0ms, std::string(1000, '\0'));
+  EXPECT_EQ(fq.dead_letters(tenant).size(), 1);
+  EXPECT_EQ(fq.redrive(tenant, 1), 1);
+  EXPECT_EQ(fq.pop(), (FairItem{tenant, "v"}));
+}
+
 // A redriven tenant is filed again: after its dead letter it had left the ring (a take found it
 // empty), and only the redrive brings it back for its turns.
 TEST_P(FairQueueTest, RedriveMovesATenantsDeadLettersBackAndServesItAgain) {

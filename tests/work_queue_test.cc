@@ -3,7 +3,9 @@
 // Concurrency (abandoned leases, exactly-once under faults): work_queue_concurrency_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -307,6 +309,40 @@ TEST_P(WorkQueueTest, ANacksReasonIsKeptAsValidTextOrRefused) {
   pq.push("five", 5);
   EXPECT_EQ(pq.redrive(1), 1);
   EXPECT_EQ(pq.pop_max(), "seven") << "redriven at its own priority";
+}
+
+// A Queue's keys are its subspace's prefix plus at most Queue::kMaxOwnKeySize bytes (the longest:
+// a dead letter with a 1,000-byte reason), so a prefix longer than kMaxKeySize minus that is
+// refused when the Queue is made; before, such a queue pushed and popped but failed at its first
+// take or dead letter with key_too_large (an expired lease then failed every later pop). At
+// exactly the longest prefix allowed, every kind of key fits (found by probing the CLI in
+// session 23).
+TEST_P(WorkQueueTest, ASubspaceTooLongForTheQueuesOwnKeysIsRefusedWhenTheQueueIsMade) {
+  const std::size_t longest = kMaxKeySize - Queue::kMaxOwnKeySize;
+  auto subspace_of = [&](std::size_t bytes) {  // a tuple string: a type byte, the bytes, a zero
+    return Subspace(Tuple(), space_.key() + std::string(bytes - space_.key().size(), 'q'));
+  };
+  QueueOptions o = max_attempts(1);
+  o.high_contention = hc();
+  EXPECT_EQ(code_of([&] { Queue(db_, subspace_of(longest + 1), o); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { PriorityQueue(db_, subspace_of(longest + 1), o); }),
+            ErrorCode::kInvalidArgument);
+  PriorityQueue pq(db_, subspace_of(longest), o);
+  pq.push("a", std::numeric_limits<std::int64_t>::min());
+  PushOptions later;
+  later.delay = 1ms;
+  pq.push("b", std::numeric_limits<std::int64_t>::min(), later);
+  auto lease = pq.take_min(30s);
+  ASSERT_TRUE(lease);
+  pq.nack(*lease, 0ms, std::string(1000, '\0'));  // the longest reason key: 1,000 escaped NULs
+  EXPECT_EQ(pq.peek_dead_letters(1).at(0).reason, std::string(1000, '\0'));
+  EXPECT_EQ(pq.dead_letters().size(), 1);  // a Queue over a longer prefix, made internally
+  EXPECT_EQ(pq.redrive(1), 1);
+  std::this_thread::sleep_for(5ms);
+  std::vector<std::string> popped;  // in the order the redrive and "b"'s timer placed them
+  while (std::optional<std::string> v = pq.pop_min()) popped.push_back(*v);
+  std::sort(popped.begin(), popped.end());
+  EXPECT_EQ(popped, (std::vector<std::string>{"a", "b"}));
 }
 
 TEST_P(WorkQueueTest, DelayedItemsAreInvisibleUntilDue) {

@@ -95,9 +95,13 @@ class FairQueue {
  public:
   // Longest tenant name, in bytes.
   static constexpr std::size_t kMaxTenantSize = 1000;
+  // The most bytes the fair queue's keys add to its subspace's prefix: a tenant's queue's keys
+  // (Queue::kMaxOwnKeySize) under the tenant's name, escaped (twice its bytes at most).
+  static constexpr std::size_t kMaxOwnKeySize = Queue::kMaxOwnKeySize + 2 * kMaxTenantSize + 16;
 
-  // A fair queue stored under `subspace` of `db`. Throws invalid_argument for a null db and
-  // invalid_option_value for negative options. Does no I/O.
+  // A fair queue stored under `subspace` of `db`. Throws invalid_argument for a null db or a
+  // subspace prefix over kMaxKeySize - kMaxOwnKeySize bytes, and invalid_option_value for
+  // negative options. Does no I/O.
   FairQueue(std::shared_ptr<Database> db, Subspace subspace, FairQueueOptions options = {});
 
   // Appends `value` at the back of `tenant`'s items (visible after options.delay /

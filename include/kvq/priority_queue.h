@@ -40,7 +40,8 @@ using PriorityQueueOptions = QueueOptions;
 
 class PriorityQueue {
  public:
-  // A priority queue under `subspace` of `db`. Throws invalid_option_value for bad options.
+  // A priority queue under `subspace` of `db`. Throws invalid_option_value for bad options, and
+  // invalid_argument for a subspace prefix over kMaxKeySize - Queue::kMaxOwnKeySize bytes.
   PriorityQueue(std::shared_ptr<Database> db, Subspace subspace, PriorityQueueOptions options = {});
 
   // Inserts `value` (any bytes) with `priority` (any int64). Never conflicts with other pushes;

@@ -97,8 +97,14 @@ struct QueueOptions {
 
 class Queue {
  public:
+  // The most bytes a queue's keys add to its subspace's prefix (the longest: a dead letter's, with
+  // a 1,000-byte reason of bytes the tuple encoding escapes). A prefix may be at most
+  // kMaxKeySize - kMaxOwnKeySize bytes (PriorityQueue's too).
+  static constexpr std::size_t kMaxOwnKeySize = 2200;
+
   // A queue stored under `subspace` of `db`. Throws invalid_option_value for batch_size < 1 or
-  // negative durations. Does no I/O.
+  // negative durations, invalid_argument for a subspace prefix over kMaxKeySize - kMaxOwnKeySize
+  // bytes. Does no I/O.
   Queue(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options = {});
 
   // Appends `value` (any bytes, at most kMaxValueSize) at the back. Never conflicts with other
@@ -256,6 +262,7 @@ class Queue {
 
  private:
   friend class detail::FairState;  // a fair queue's tenants: Queues over their own ItemStore
+  friend class PriorityQueue;      // its dead letters: a Queue over its own ItemStore
   Queue(QueueOptions options, std::shared_ptr<detail::ItemStore> store);
 
   QueueOptions options_;

@@ -58,22 +58,32 @@ std::optional<std::string> CombinedOps::pop(contention::Side side, common::Stead
 }
 
 // One push batch for the whole group, in submission order. If the engine refuses it as too large
-// (the group limits are estimates), the halves are pushed in order, down to single pushes, so no
-// push fails that would have succeeded alone.
-void CombinedOps::serve_pushes(std::vector<combining::Request*>& group) {
-  std::vector<PushItem> items;
-  items.reserve(group.size());
-  for (combining::Request* q : group) items.push_back(static_cast<PushRequest*>(q)->item);
-  push_halving(items);
-}
+// (the group limits are estimates), the halves are pushed in order, down to single pushes made as
+// a push alone makes them (no batch reserve), so no push fails that would have succeeded alone.
+// A batch that fails otherwise answers only its own requests with its error: the halves before it
+// committed, and their pushes succeeded.
+void CombinedOps::serve_pushes(std::vector<combining::Request*>& group) { push_halving(group); }
 
-void CombinedOps::push_halving(std::span<const PushItem> items) {
+void CombinedOps::push_halving(std::span<combining::Request* const> requests) {
+  auto item_of = [](combining::Request* q) -> const PushItem& {
+    return static_cast<PushRequest*>(q)->item;
+  };
   try {
+    if (requests.size() == 1) {
+      store_.push_uncombined(item_of(requests[0]).value, item_of(requests[0]).priority);
+      return;
+    }
+    std::vector<PushItem> items;
+    items.reserve(requests.size());
+    for (combining::Request* q : requests) items.push_back(item_of(q));
     store_.push_batch(items);
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::kTransactionTooLarge || items.size() < 2) throw;
-    push_halving(items.first(items.size() / 2));
-    push_halving(items.subspan(items.size() / 2));
+    if (e.code() == ErrorCode::kTransactionTooLarge && requests.size() >= 2) {
+      push_halving(requests.first(requests.size() / 2));
+      push_halving(requests.subspan(requests.size() / 2));
+      return;
+    }
+    for (combining::Request* q : requests) q->fail(std::current_exception());
   }
 }
 

@@ -42,7 +42,9 @@ class CombinedOps {
 
  private:
   void serve_pushes(std::vector<combining::Request*>& group);
-  void push_halving(std::span<const PushItem> items);
+  // Pushes the items of `requests` (PushRequests) in one batch, or in halves if it is too large;
+  // a batch that fails otherwise fails its own requests.
+  void push_halving(std::span<combining::Request* const> requests);
   void serve_pops(std::vector<combining::Request*>& group, contention::Side side);
   std::vector<std::string> next_batch(contention::Side side, std::size_t n,
                                       common::SteadyTime deadline);

@@ -45,6 +45,19 @@ contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized,
 
 std::int64_t now_us() { return common::wall_now_us(); }
 
+Subspace with_room_for_keys(Subspace subspace, std::size_t own_key_size,
+                            std::string_view structure) {
+  const std::size_t longest = kMaxKeySize - own_key_size;
+  if (subspace.key().size() > longest) {
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(structure) + ": a subspace prefix of " +
+                    std::to_string(subspace.key().size()) + " bytes leaves too little of the " +
+                    std::to_string(kMaxKeySize) + "-byte key limit for its own keys (at most " +
+                    std::to_string(longest) + " bytes)");
+  }
+  return subspace;
+}
+
 std::string new_item_random() {
   return common::encode_be64(static_cast<std::uint64_t>(now_us())) +
          common::random_bytes(kRandomSize - kTimeSize);

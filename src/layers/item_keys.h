@@ -28,6 +28,11 @@ namespace kvq::detail {
 contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized,
                                     const std::string& total_key = {});
 
+// `subspace`, after checking that a structure adding up to `own_key_size` bytes to its prefix
+// keeps every key within kMaxKeySize; else throws invalid_argument naming `structure`.
+Subspace with_room_for_keys(Subspace subspace, std::size_t own_key_size,
+                            std::string_view structure);
+
 // A new `random` part: push time + random bytes (file comment). Call it outside retry loops.
 std::string new_item_random();
 // The push time (unix microseconds) a `random` part holds; nullopt for random parts written by an

@@ -79,10 +79,15 @@ void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t prior
 }
 
 void ItemStore::push(std::string_view value, std::int64_t priority) {
+  check_value(value);
+  if (combined_) return combined_->push(value, priority);
+  push_uncombined(value, priority);
+}
+
+void ItemStore::push_uncombined(std::string_view value, std::int64_t priority) {
   // The item's random part is chosen once, outside the retry loop, with the marker.
   const std::string random = new_item_random();
   check_value(value);
-  if (combined_) return combined_->push(value, priority);
   run_marked([&](Transaction& tr) {
     tr.set(item_key(tr, priority, random), value);
     contention::add_size(tr, items_, 1);

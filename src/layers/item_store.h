@@ -59,6 +59,8 @@ class ItemStore {
 
   // Push with its own retry loop and idempotency marker. `priority` is ignored for queues.
   void push(std::string_view value, std::int64_t priority);
+  // As push, never combined with other threads' pushes (CombinedOps pushes a request alone so).
+  void push_uncombined(std::string_view value, std::int64_t priority);
   // Push inside `tr` (a new random part; idempotency is the caller's).
   void push(Transaction& tr, std::string_view value, std::int64_t priority);
 

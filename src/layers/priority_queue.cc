@@ -1,5 +1,6 @@
 #include "kvq/priority_queue.h"
 
+#include "layers/item_keys.h"
 #include "layers/item_store.h"
 
 namespace kvq {
@@ -9,8 +10,10 @@ using detail::Side;
 PriorityQueue::PriorityQueue(std::shared_ptr<Database> db, Subspace subspace,
                              PriorityQueueOptions options)
     : options_(options),
-      store_(std::make_shared<detail::ItemStore>(std::move(db), std::move(subspace), options,
-                                                 /*prioritized=*/true)) {}
+      store_(std::make_shared<detail::ItemStore>(
+          std::move(db),
+          detail::with_room_for_keys(std::move(subspace), Queue::kMaxOwnKeySize, "priority queue"),
+          options, /*prioritized=*/true)) {}
 
 void PriorityQueue::push(std::string_view value, std::int64_t priority) {
   store_->push(value, priority);

@@ -1,5 +1,6 @@
 #include "kvq/queue.h"
 
+#include "layers/item_keys.h"
 #include "layers/item_store.h"
 
 namespace kvq {
@@ -8,8 +9,9 @@ using detail::Side;
 
 Queue::Queue(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options)
     : options_(options),
-      store_(std::make_shared<detail::ItemStore>(std::move(db), std::move(subspace), options,
-                                                 /*prioritized=*/false)) {}
+      store_(std::make_shared<detail::ItemStore>(
+          std::move(db), detail::with_room_for_keys(std::move(subspace), kMaxOwnKeySize, "queue"),
+          options, /*prioritized=*/false)) {}
 
 Queue::Queue(QueueOptions options, std::shared_ptr<detail::ItemStore> store)
     : options_(options), store_(std::move(store)) {}

@@ -62,7 +62,11 @@ WallClock::time_point Queue::extend(Transaction& tr, const Lease& lease,
 }
 
 Queue Queue::dead_letters() const {
-  return Queue(store_->work().db(), store_->work().dead_subspace());
+  // Not through Queue's public constructor: the dead letters' subspace is this queue's prefix and
+  // a few bytes, and their keys are counted in kMaxOwnKeySize already.
+  return Queue(
+      {}, std::make_shared<detail::ItemStore>(store_->work().db(), store_->work().dead_subspace(),
+                                              QueueOptions{}, /*prioritized=*/false));
 }
 
 std::vector<DeadLetter> Queue::peek_dead_letters(int limit) {

@@ -57,7 +57,7 @@ struct Armed {
 FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOptions options)
     : db_(non_null(std::move(db))),
       hint_reads_(db_->reads_take_round_trips()),
-      keys_(std::move(space)),
+      keys_(with_room_for_keys(std::move(space), FairQueue::kMaxOwnKeySize, "fair queue")),
       index_(keys_),
       tenant_pops_(keys_),
       options_(validated(options)),
