@@ -141,6 +141,29 @@ TEST(EtcdReconnect, SingleMemberKilledAndRestartedTwiceClientResumesWithinFiveSe
   expect_whole_history(pusher.queue(), pusher.acked());
 }
 
+// A commit none of whose attempts could connect to any member (all refuse connections until the
+// failover budget runs out) certainly never left the client: connection_failed, final, as a read
+// gets. It was commit_unknown_result, retryable, so a blind write's retry loop never ended (found
+// in review in session 23).
+TEST(EtcdReconnect, ACommitThatReachedNoMemberIsConnectionFailedNotUnknown) {
+  if (!testing::EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
+  testing::EtcdCluster cluster(1);
+  auto db = open(cluster.url("prefix=rc2/&timeout_ms=500&failover_ms=1000"));
+  db->run([](Transaction& tr) { tr.set("k", "before"); });
+  cluster.kill(0);
+  const Clock::time_point start = Clock::now();
+  try {
+    TransactionOptions bounded;  // before, the retries ended only here (transaction_timed_out)
+    bounded.timeout = 8s;
+    db->run([](Transaction& tr) { tr.set("k", "after"); }, bounded);  // a blind write: no read
+    ADD_FAILURE() << "the commit succeeded with its only member down";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConnectionFailed) << e.what();
+  }
+  EXPECT_LT(Clock::now() - start, 10s);
+  cluster.restart(0);
+}
+
 TEST(EtcdReconnect, KilledAndRestartedMemberOfThreeIsTheClientsOnlyEndpointAndComesBack) {
   if (!testing::EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
   testing::EtcdCluster cluster(3);

@@ -89,8 +89,10 @@ pb::TxnResponse Cluster::commit_rpc(const pb::TxnRequest& request) {
     if (s.ok()) return response;
     if (out_of_space(s)) out_of_space_.store(true, std::memory_order_relaxed);
     if (is_transport_error(s)) move_on(i);
+    // Every earlier attempt was never sent too (any other failure ended the loop): if this one
+    // was not either, the commit never left the client, and that is not an unknown result.
     if (!never_sent(s) || Clock::now() - start >= options_.failover_budget) {
-      throw_rpc_error(s, "commit", /*commit=*/true);
+      throw_rpc_error(s, "commit", /*commit=*/!never_sent(s));
     }
     back_off(attempt);
   }
