@@ -21,11 +21,15 @@
 // Example (`calls` counts the calls of body, as run_once does):
 //   const std::string marker = markers.make();
 //   std::size_t calls = 0;
-//   auto v = run_once(db,
-//                     [&](Transaction& tr) { tr.set(marker, std::to_string(calls++)); return
-//                     pop(tr); },
-//                     [&](Transaction& tr, std::size_t k) { return tr.get(marker) ==
-//                     std::to_string(k); });
+//   auto pop_marked = [&](Transaction& tr) {
+//     tr.add_read_conflict_key(marker);  // of two attempts, at most one commits
+//     tr.set(marker, std::to_string(calls++));
+//     return pop(tr);
+//   };
+//   auto took_effect = [&](Transaction& tr, std::size_t k) {
+//     return tr.get(marker) == std::to_string(k);
+//   };
+//   auto v = run_once(db, pop_marked, took_effect);
 #ifndef KVQ_SRC_LAYERS_CONTENTION_RUN_ONCE_H_
 #define KVQ_SRC_LAYERS_CONTENTION_RUN_ONCE_H_
 
