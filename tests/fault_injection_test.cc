@@ -127,6 +127,33 @@ TEST(FaultInjection, AFastPopInDoubtIsFencedOffBeforeItAnswersNotPopped) {
   EXPECT_EQ(base->run([](Transaction& t) { return t.get("item"); }), "x") << "the item is lost";
 }
 
+// An operation that gives up (its retry limit used up) right after a commit in doubt that has not
+// landed yet: the transaction that finds no marker commits a fence before the error is thrown,
+// so the attempt can no longer land later with an item nobody gets (before, it could: the
+// caller was told the pop failed, and the item went anyway).
+TEST(FaultInjection, AnOperationGivingUpInDoubtFencesItsAttemptOffFirst) {
+  auto base = open("memory:");
+  auto engine = faulty(base, {});
+  auto db = std::make_shared<Database>(engine, "faulty");
+  base->run([](Transaction& t) { t.set("item", "x"); });
+  detail::Markers markers(db, Subspace(Tuple().append("control")), std::chrono::minutes(10));
+  engine->hold_next_commit();
+  TransactionOptions once;
+  once.retry_limit = 0;
+  Transaction tr = db->create_transaction(once);
+  EXPECT_THROW(detail::run_marked_in(
+                   tr, *db, markers, markers.make(),
+                   [](Transaction& attempt) {
+                     std::optional<std::string> v = attempt.get("item");
+                     if (v) attempt.clear("item");
+                     return v;
+                   },
+                   [](const std::optional<std::string>&) { return true; }),
+               Error);
+  EXPECT_FALSE(engine->land_held()) << "the held pop landed after the operation gave up";
+  EXPECT_EQ(base->run([](Transaction& t) { return t.get("item"); }), "x") << "the item is lost";
+}
+
 TEST(FaultInjection, ReadsAndWatchesPassThrough) {
   auto base = open("memory:");
   base->run([](Transaction& t) { t.set("k", "v"); });

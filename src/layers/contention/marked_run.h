@@ -61,7 +61,8 @@ auto run_marked_in(Transaction& tr, Database& db, Markers& markers, const std::s
         in_doubt = true;
         return Markers::written_by(check, marker, k);
       },
-      options.resolve ? markers.resolve_window() : std::chrono::milliseconds(0));
+      options.resolve ? markers.resolve_window() : std::chrono::milliseconds(0),
+      [&](Transaction& fence) { markers.write(fence, marker, Markers::kFence, 0); });
   if (wrote_marker) markers.finished(marker, cleared);
   return result;
 }
@@ -101,7 +102,8 @@ auto try_marked_once(Database& db, Markers& markers, Body&& body) {
         in_doubt = true;
         return Markers::written_by(tr, marker, k);
       },
-      {}, markers.resolve_window());
+      {}, markers.resolve_window(),
+      [&](Transaction& fence) { markers.write(fence, marker, Markers::kFence, 0); });
   if (wrote_marker) markers.finished(marker, cleared);
   return out;
 }

@@ -44,6 +44,9 @@ class Markers {
   // Finished markers one write() clears at most, unless told fewer: more than one, so the backlog
   // of many threads drains.
   static constexpr std::size_t kClearPerWrite = 16;
+  // The `attempt` of a marker written only to fence off the attempts in doubt of an operation that
+  // gives up (contention::run_once): no attempt's number.
+  static constexpr std::size_t kFence = static_cast<std::size_t>(-1);
   // Writes `marker` in `tr` (unless empty) with the value `attempt` (which attempt of the
   // operation wrote it: written_by), with a read conflict on it: so of two attempts of one
   // operation at most one commits, and one that commits fences off an earlier one whose commit

@@ -14,7 +14,9 @@
 // Giving up (a non-retryable error, the timeout or retry limit used up) while such an attempt is
 // still unresolved would throw away a result that may have committed (a popped item nobody gets).
 // So run_once first keeps asking committed(), in fresh transactions with back-off, for up to
-// `resolve_for`: if the attempt took effect its result is returned, otherwise the error is thrown.
+// `resolve_for`: if the attempt took effect its result is returned; otherwise the transaction
+// that found none commits fence(tr) (which must conflict with every attempt in doubt: the
+// marker's write, read with a conflict), so none can land later, and the error is thrown.
 // `resolve_for` must be shorter than the time committed()'s evidence is reliable (markers:
 // marker_ttl; slots: until another client may clear them). 0 (the default) does not resolve.
 //
@@ -62,16 +64,27 @@ struct InDoubt {
   }
 };
 
-// Which attempt in doubt took effect, asked in fresh transactions until `until`: its result, a
-// null pointer if none did, nullopt if the engine did not answer in time.
-template <typename R, typename Committed>
+// Writes nothing: for a run_once whose attempts all compute the same result, where an attempt in
+// doubt landing after the loop gave up loses nothing.
+struct NoFence {
+  void operator()(Transaction&) const {}
+};
+
+// Which attempt in doubt took effect, asked in fresh transactions until `until`: its result, or a
+// null pointer if none did and none can any more (the transaction that found none committed
+// fence(tr), which conflicts with every attempt in doubt), nullopt if the engine did not answer
+// in time.
+template <typename R, typename Committed, typename Fence>
 std::optional<R*> resolve_unknown(Database& db, InDoubt<R>& in_doubt, Committed& committed,
-                                  std::chrono::steady_clock::time_point until) {
+                                  Fence& fence, std::chrono::steady_clock::time_point until) {
   auto delay = std::chrono::milliseconds(20);
   for (;;) {
     try {
       Transaction tr = db.create_transaction();
-      return in_doubt.committed_one(tr, committed);
+      if (R* done = in_doubt.committed_one(tr, committed)) return done;
+      fence(tr);
+      tr.commit();
+      return nullptr;
     } catch (const Error&) {
       if (common::clock().steady_now() + delay >= until) return std::nullopt;
       common::clock().sleep_for(delay);
@@ -83,10 +96,10 @@ std::optional<R*> resolve_unknown(Database& db, InDoubt<R>& in_doubt, Committed&
 // As run_once below, with `tr` as the first attempt's transaction: what the caller read in it
 // stays read (its reads' conflicts included), so body's first attempt may use those reads instead
 // of making them again. Later attempts run in `tr` after on_error (reset, as always).
-template <typename Body, typename Committed>
+template <typename Body, typename Committed, typename Fence = NoFence>
 auto run_once_in(Transaction& tr, Database& db, Body&& body, Committed&& committed,
-                 std::chrono::milliseconds resolve_for = std::chrono::milliseconds(0))
-    -> std::invoke_result_t<Body&, Transaction&> {
+                 std::chrono::milliseconds resolve_for = std::chrono::milliseconds(0),
+                 Fence fence = {}) -> std::invoke_result_t<Body&, Transaction&> {
   using R = std::invoke_result_t<Body&, Transaction&>;
   InDoubt<R> in_doubt;
   for (std::size_t calls = 0;;) {
@@ -105,7 +118,7 @@ auto run_once_in(Transaction& tr, Database& db, Body&& body, Committed&& committ
       } catch (const Error&) {
         if (in_doubt.attempts.empty() || resolve_for.count() <= 0) throw;
         const auto until = common::clock().steady_now() + resolve_for;
-        if (R* done = resolve_unknown(db, in_doubt, committed, until).value_or(nullptr)) {
+        if (R* done = resolve_unknown(db, in_doubt, committed, fence, until).value_or(nullptr)) {
           return std::move(*done);
         }
         throw;
@@ -117,14 +130,14 @@ auto run_once_in(Transaction& tr, Database& db, Body&& body, Committed&& committ
 // Returns body's result (body must return a value). Throws what on_error rethrows: non-retryable
 // errors, and retryable ones once options' retry_limit or timeout is used up (after resolving an
 // unknown result, see the file comment).
-template <typename Body, typename Committed>
+template <typename Body, typename Committed, typename Fence = NoFence>
 auto run_once(Database& db, Body&& body, Committed&& committed,
               const TransactionOptions& options = {},
-              std::chrono::milliseconds resolve_for = std::chrono::milliseconds(0))
-    -> std::invoke_result_t<Body&, Transaction&> {
+              std::chrono::milliseconds resolve_for = std::chrono::milliseconds(0),
+              Fence fence = {}) -> std::invoke_result_t<Body&, Transaction&> {
   Transaction tr = db.create_transaction(options);
   return run_once_in(tr, db, std::forward<Body>(body), std::forward<Committed>(committed),
-                     resolve_for);
+                     resolve_for, std::move(fence));
 }
 
 }  // namespace kvq::contention
