@@ -1,6 +1,6 @@
 // A 3-member etcd cluster loses a follower and then its leader (SIGKILL) while clients push and
 // pop on one PriorityQueue; the members are restarted; then the new leader is paused (SIGSTOP:
-// its sockets stay open but it answers nothing, so calls to it time out) for 4 s and resumed.
+// its sockets stay open but it answers nothing, so calls to it time out) for 8 s and resumed.
 // Every acknowledged push must end up popped or still queued, and nothing may be popped twice.
 // Lease workers run beside the poppers: each takes an item (take_min, a 2 s lease) and, in one
 // transaction, acks it and adds 1 to the item's effect counter (exactly-once processing: the
@@ -215,12 +215,14 @@ TEST(EtcdFault, KillFollowerThenLeaderAndPauseLeaderLosesNoAcknowledgedPushAndPo
   cluster.restart(leader2);
   cluster.wait_healthy(30s);
   std::this_thread::sleep_for(1s);
-  // Named step: pause the leader for 4 s (the others elect a new one), then let it go on.
+  // Named step: pause the leader for 8 s (the others elect a new one), then let it go on. (4 s
+  // was too short under the load of the parallel test run once in session 23: no push was
+  // acknowledged while paused, against 600-800 in a run alone.)
   const int leader3 = cluster.leader();
   ASSERT_GE(leader3, 0);
   cluster.pause(leader3);
   paused = true;
-  std::this_thread::sleep_for(4s);
+  std::this_thread::sleep_for(8s);
   paused = false;
   cluster.resume(leader3);
   cluster.wait_healthy(30s);
