@@ -104,27 +104,38 @@ TEST(FaultInjection, AHeldCommitLandsLaterUnlessWhatItReadWasWritten) {
   EXPECT_FALSE(engine->land_held()) << "nothing held";
 }
 
+// A store holding "item" = "x" behind a fault injector whose next commit is held (a late
+// commit), with markers, and a pop of "item" to run in it.
+struct HeldPop {
+  std::shared_ptr<Database> base = open("memory:");
+  std::shared_ptr<FaultInjectionEngine> engine = faulty(base, {});
+  std::shared_ptr<Database> db = std::make_shared<Database>(engine, "faulty");
+  detail::Markers markers{db, Subspace(Tuple().append("control")), std::chrono::minutes(10)};
+
+  HeldPop() {
+    base->run([](Transaction& t) { t.set("item", "x"); });
+    engine->hold_next_commit();
+  }
+  static std::optional<std::string> pop(Transaction& tr) {
+    std::optional<std::string> v = tr.get("item");
+    if (v) tr.clear("item");
+    return v;
+  }
+  std::optional<std::string> item_left() const {
+    return base->run([](Transaction& t) { return t.get("item"); });
+  }
+};
+
 // A high-contention pop's one attempt (try_marked_once) ends in commit_unknown_result, and its
 // marker is not in the store yet: before answering "not popped" (the caller then queues up), the
 // retry commits a fence, so the attempt can no longer land later with the item that nobody would
 // get. Before, the retry answered nullopt at once and the late commit removed the item for good
 // (found in review in session 23).
 TEST(FaultInjection, AFastPopInDoubtIsFencedOffBeforeItAnswersNotPopped) {
-  auto base = open("memory:");
-  auto engine = faulty(base, {});
-  auto db = std::make_shared<Database>(engine, "faulty");
-  base->run([](Transaction& t) { t.set("item", "x"); });
-  detail::Markers markers(db, Subspace(Tuple().append("control")), std::chrono::minutes(10));
-  engine->hold_next_commit();
-  const std::optional<std::string> got =
-      detail::try_marked_once(*db, markers, [](Transaction& tr) -> std::optional<std::string> {
-        std::optional<std::string> v = tr.get("item");
-        if (v) tr.clear("item");
-        return v;
-      });
-  EXPECT_EQ(got, std::nullopt);
-  EXPECT_FALSE(engine->land_held()) << "the held pop landed after the fence";
-  EXPECT_EQ(base->run([](Transaction& t) { return t.get("item"); }), "x") << "the item is lost";
+  HeldPop s;
+  EXPECT_EQ(detail::try_marked_once(*s.db, s.markers, HeldPop::pop), std::nullopt);
+  EXPECT_FALSE(s.engine->land_held()) << "the held pop landed after the fence";
+  EXPECT_EQ(s.item_left(), "x") << "the item is lost";
 }
 
 // An operation that gives up (its retry limit used up) right after a commit in doubt that has not
@@ -132,26 +143,15 @@ TEST(FaultInjection, AFastPopInDoubtIsFencedOffBeforeItAnswersNotPopped) {
 // so the attempt can no longer land later with an item nobody gets (before, it could: the
 // caller was told the pop failed, and the item went anyway).
 TEST(FaultInjection, AnOperationGivingUpInDoubtFencesItsAttemptOffFirst) {
-  auto base = open("memory:");
-  auto engine = faulty(base, {});
-  auto db = std::make_shared<Database>(engine, "faulty");
-  base->run([](Transaction& t) { t.set("item", "x"); });
-  detail::Markers markers(db, Subspace(Tuple().append("control")), std::chrono::minutes(10));
-  engine->hold_next_commit();
+  HeldPop s;
   TransactionOptions once;
   once.retry_limit = 0;
-  Transaction tr = db->create_transaction(once);
-  EXPECT_THROW(detail::run_marked_in(
-                   tr, *db, markers, markers.make(),
-                   [](Transaction& attempt) {
-                     std::optional<std::string> v = attempt.get("item");
-                     if (v) attempt.clear("item");
-                     return v;
-                   },
-                   [](const std::optional<std::string>&) { return true; }),
+  Transaction tr = s.db->create_transaction(once);
+  EXPECT_THROW(detail::run_marked_in(tr, *s.db, s.markers, s.markers.make(), HeldPop::pop,
+                                     [](const std::optional<std::string>&) { return true; }),
                Error);
-  EXPECT_FALSE(engine->land_held()) << "the held pop landed after the operation gave up";
-  EXPECT_EQ(base->run([](Transaction& t) { return t.get("item"); }), "x") << "the item is lost";
+  EXPECT_FALSE(s.engine->land_held()) << "the held pop landed after the operation gave up";
+  EXPECT_EQ(s.item_left(), "x") << "the item is lost";
 }
 
 TEST(FaultInjection, ReadsAndWatchesPassThrough) {
