@@ -128,6 +128,9 @@ TEST_F(SecurityUrlTest, PasswordFileAndUserOption) {
   const engine::etcd::EtcdOptions opt_in =
       parse_etcd_url("etcd://root:pw@127.0.0.1:2379?plaintext_auth=1");
   EXPECT_EQ(opt_in.security.password, "pw");
+  // mvcc_window_ms=0 is the default written out: no compaction.
+  EXPECT_EQ(parse_etcd_url("etcd://127.0.0.1:2379?mvcc_window_ms=0").mvcc_window.count(), 0);
+  EXPECT_THROW(parse_etcd_url("etcd://127.0.0.1:2379?mvcc_window_ms=-1"), Error);
 }
 
 TEST_F(SecurityUrlTest, MalformedSecurityOptionsAreInvalidBeforeConnecting) {
@@ -152,6 +155,11 @@ TEST_F(SecurityUrlTest, MalformedSecurityOptionsAreInvalidBeforeConnecting) {
       "etcds://root:" + pw + "%4@127.0.0.1:1",                                // truncated escape
       "etcd://root:" + pw + "@127.0.0.1:1?plaintext_auth=yes",
       "etcds://root:" + pw + "@127.0.0.1:1?ca_file=",  // empty value
+      "etcds:root:" + pw + "@127.0.0.1:1",             // no "//"
+      "etcds:/root:" + pw + "@127.0.0.1:1",            // one '/'
+      "etcds//root:" + pw + "@127.0.0.1:1",            // no ':'
+      "etcds://root:" + pw + "?x=1@127.0.0.1:1",       // an unencoded '?' in the password
+      "etcds://root:" + pw + "?@127.0.0.1:1",          // the same, ending it
   };
   for (const std::string& url : urls) {
     SCOPED_TRACE(url);
@@ -169,6 +177,12 @@ TEST_F(SecurityUrlTest, RedactUrlAndPercentDecode) {
   EXPECT_EQ(detail::redact_url("etcds://root@h:1"), "etcds://root@h:1");
   EXPECT_EQ(detail::redact_url("etcd://h:1?prefix=a@b"), "etcd://h:1?prefix=a@b");
   EXPECT_EQ(detail::redact_url("memory:"), "memory:");
+  EXPECT_EQ(detail::redact_url("etcds:root:pw@h:1"), "etcds:root:***@h:1");  // missing "//"
+  EXPECT_EQ(detail::redact_url("etcds//root:pw@h:1"), "etcds//root:***@h:1");
+  // In an error message, an '@' after the '?' may end a password holding a '?'.
+  EXPECT_EQ(detail::redact_url_for_error("etcds://root:p?w=1@h:1"), "etcds://root:***@h:1");
+  EXPECT_EQ(detail::redact_url_for_error("etcds://root:pw@h:1?x=1"), "etcds://root:***@h:1?x=1");
+  EXPECT_EQ(detail::redact_url_for_error("etcd://h:1?x=1"), "etcd://h:1?x=1");
   EXPECT_EQ(detail::percent_decode("a%40b%2f%2F+"), std::optional<std::string>("a@b//+"));
   EXPECT_EQ(detail::percent_decode("%"), std::nullopt);
   EXPECT_EQ(detail::percent_decode("%a"), std::nullopt);

@@ -28,7 +28,8 @@ namespace kvq {
 namespace {
 
 [[noreturn]] void invalid_url(std::string_view url, const std::string& why) {
-  throw Error(ErrorCode::kConnectionStringInvalid, "'" + detail::redact_url(url) + "': " + why);
+  throw Error(ErrorCode::kConnectionStringInvalid,
+              "'" + detail::redact_url_for_error(url) + "': " + why);
 }
 
 std::shared_ptr<engine::Engine> open_memory(const detail::ParsedUrl& parsed, std::string_view url) {

@@ -1,5 +1,7 @@
 #include "common/url.h"
 
+#include <algorithm>
+
 #include "kvq/error.h"
 
 namespace kvq::detail {
@@ -7,7 +9,7 @@ namespace kvq::detail {
 namespace {
 [[noreturn]] void invalid(std::string_view url, const std::string& why) {
   throw Error(ErrorCode::kConnectionStringInvalid,
-              "'" + redact_url(url) + "': " + why +
+              "'" + redact_url_for_error(url) + "': " + why +
                   " (expected memory:, rocksdb:/path or etcd[s]://host:port[,host:port])");
 }
 
@@ -19,16 +21,56 @@ int hex_digit(char ch) {
 }
 }  // namespace
 
-std::string redact_url(std::string_view url) {
-  const std::size_t slashes = url.find("://");
-  if (slashes == std::string_view::npos) return std::string(url);
-  const std::size_t start = slashes + 3;
-  // The user information ends at the last '@' before the query.
-  const std::size_t at = url.substr(0, url.find('?', start)).rfind('@');
-  if (at == std::string_view::npos || at < start) return std::string(url);
+namespace {
+
+// A scheme as parse_url accepts it: one or more of [a-z0-9+.-].
+bool well_formed_scheme(std::string_view scheme) {
+  return !scheme.empty() && std::all_of(scheme.begin(), scheme.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' || ch == '-' ||
+           ch == '.';
+  });
+}
+
+// Where the part after "scheme:" and its slashes starts in `url` (0 if it has no well-formed
+// scheme: then a password may follow the first ':').
+std::size_t after_scheme(std::string_view url) {
+  const std::size_t colon = url.find(':');
+  if (colon == std::string_view::npos || !well_formed_scheme(url.substr(0, colon))) return 0;
+  const std::size_t start = url.find_first_not_of('/', colon + 1);
+  return start == std::string_view::npos ? url.size() : start;
+}
+
+// `url` with the text between the first ':' after `start` and `at` (an '@') replaced by "***";
+// unchanged if there is no such ':' (a user name without a password).
+std::string hide_password(std::string_view url, std::size_t start, std::size_t at) {
   const std::size_t colon = url.substr(0, at).find(':', start);
   if (colon == std::string_view::npos) return std::string(url);
   return std::string(url.substr(0, colon + 1)) + "***" + std::string(url.substr(at));
+}
+
+}  // namespace
+
+std::string redact_url(std::string_view url) {
+  const std::size_t start = after_scheme(url);
+  // The user information ends at the last '@' before the query.
+  const std::size_t at = url.substr(0, url.find('?', start)).rfind('@');
+  if (at == std::string_view::npos || at < start) return std::string(url);
+  return hide_password(url, start, at);
+}
+
+std::string redact_url_for_error(std::string_view url) {
+  const std::size_t start = after_scheme(url);
+  const std::size_t query = url.find('?', start);
+  const std::size_t at = url.rfind('@');
+  if (query == std::string_view::npos || at == std::string_view::npos || at < query) {
+    return redact_url(url);
+  }
+  return hide_password(url, start, at);
+}
+
+bool userinfo_may_hold_query_mark(std::string_view url) {
+  const std::size_t query = url.find('?', after_scheme(url));
+  return query != std::string_view::npos && url.find('@', query) != std::string_view::npos;
 }
 
 std::optional<std::string> percent_decode(std::string_view text) {
@@ -53,11 +95,7 @@ ParsedUrl parse_url(std::string_view url) {
   ParsedUrl out;
   const std::size_t colon = url.find(':');
   if (colon == std::string_view::npos || colon == 0) invalid(url, "no scheme");
-  for (char ch : url.substr(0, colon)) {
-    const bool ok =
-        (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.';
-    if (!ok) invalid(url, "malformed scheme");
-  }
+  if (!well_formed_scheme(url.substr(0, colon))) invalid(url, "malformed scheme");
   out.scheme = std::string(url.substr(0, colon));
   std::string_view rest = url.substr(colon + 1);
   const std::size_t q = rest.find('?');

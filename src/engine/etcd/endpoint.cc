@@ -37,7 +37,9 @@ std::shared_ptr<const Stubs> Endpoint::connect() const {
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   auto out = std::make_shared<Stubs>();
-  out->channel = grpc::CreateCustomChannel(address_, credentials_, args);
+  // The target names its resolver: a bare "unix:1" or "dns:1" would be read as a scheme, not as
+  // host "unix" or "dns" and port 1 (the URL parser checked that the address is host:port).
+  out->channel = grpc::CreateCustomChannel("dns:///" + address_, credentials_, args);
   out->kv = pb::KV::NewStub(out->channel);
   out->watch = pb::Watch::NewStub(out->channel);
   out->maintenance = pb::Maintenance::NewStub(out->channel);

@@ -55,9 +55,16 @@ class UrlParser {
  private:
   Error bad(const std::string& why) const {
     return Error(ErrorCode::kConnectionStringInvalid,
-                 "etcd URL '" + detail::redact_url(url_) + "': " + why +
+                 "etcd URL '" + detail::redact_url_for_error(url_) + "': " + why +
                      " (expected etcd[s]://[user:password@]host:port[,host:port...]"
                      "[?option=value&...])");
+  }
+
+  // An endpoint as an error message shows it: quoted, unless an '@' after the '?' means that the
+  // endpoints may hold a password cut at a '?' it holds (written without percent-encoding).
+  std::string quoted(std::string_view endpoint) const {
+    if (!detail::userinfo_may_hold_query_mark(url_)) return "'" + std::string(endpoint) + "'";
+    return "(not shown: the URL has an '@' after its '?'; write a '?' in a password as %3F)";
   }
 
   void parse_endpoints(std::string_view list, EtcdOptions& options) const {
@@ -72,15 +79,15 @@ class UrlParser {
   void parse_endpoint(std::string_view ep, EtcdOptions& options) const {
     const std::size_t colon = ep.rfind(':');
     if (ep.empty() || colon == std::string_view::npos || colon == 0) {
-      throw bad("endpoint '" + std::string(ep) + "' is not host:port");
+      throw bad("endpoint " + quoted(ep) + " is not host:port");
     }
     long long port = 0;
     if (!parse_int(ep.substr(colon + 1), port) || port < 1 || port > 65535) {
-      throw bad("bad port in '" + std::string(ep) + "'");
+      throw bad("bad port in " + quoted(ep));
     }
     if (!valid_host(ep.substr(0, colon))) {
-      throw bad("bad host in '" + std::string(ep) +
-                "' (a name, an IPv4 address, or an IPv6 address in brackets: [::1]:2379)");
+      throw bad("bad host in " + quoted(ep) +
+                " (a name, an IPv4 address, or an IPv6 address in brackets: [::1]:2379)");
     }
     options.endpoints.emplace_back(ep);
   }
@@ -130,7 +137,8 @@ class UrlParser {
     } else if (name == "failover_ms") {
       options.failover_budget = std::chrono::milliseconds(positive(name, value, 86'400'000));
     } else if (name == "mvcc_window_ms") {
-      options.mvcc_window = std::chrono::milliseconds(positive(name, value, 86'400'000));
+      // 0: off, as when the option is not given.
+      options.mvcc_window = std::chrono::milliseconds(at_most(name, value, 86'400'000, 0));
     } else if (name == "max_txn_ops") {
       options.max_txn_ops = static_cast<int>(positive(name, value, 1'000'000));
     } else if (name == "max_request_bytes") {
@@ -141,10 +149,17 @@ class UrlParser {
   }
 
   long long positive(std::string_view name, std::string_view value, long long max) const {
+    return at_most(name, value, max, 1);
+  }
+
+  // `value` as an integer in [min, max].
+  long long at_most(std::string_view name, std::string_view value, long long max,
+                    long long min) const {
     long long n = 0;
-    if (!parse_int(value, n) || n <= 0 || n > max) {
-      throw bad("option " + std::string(name) + " needs a positive integer up to " +
-                std::to_string(max));
+    if (!parse_int(value, n) || n < min || n > max) {
+      throw bad("option " + std::string(name) + " needs " +
+                (min > 0 ? "a positive integer" : "an integer from " + std::to_string(min)) +
+                " up to " + std::to_string(max));
     }
     return n;
   }
