@@ -165,10 +165,10 @@ class ItemStore {
                                        ShortBatch short_batch);
   std::vector<std::string> pop_batch(Transaction& tr, Side side, std::size_t n,
                                      ShortBatch short_batch);
-  // The loop of pop_wait and take_wait: runs attempt(time left) until it returns true (done) or
-  // `timeout` passes, sleeping on a watch of the size counter between attempts, bounded by the
-  // earliest timer's due time (waiting.cc).
-  void wait_for_item(Side side, std::chrono::milliseconds timeout,
+  // The loop of pop_wait and take_wait (`name` names it in errors): runs attempt(time left) until
+  // it returns true (done) or `timeout` passes, sleeping on a watch of the size counter between
+  // attempts, bounded by the earliest timer's due time (waiting.cc).
+  void wait_for_item(std::string_view name, Side side, std::chrono::milliseconds timeout,
                      const std::function<bool(std::chrono::milliseconds)>& attempt);
   // Moves due timers (WorkItems::release_due) before a read of the item at `side`: the timers'
   // read and that read's first part go to the engine together if reads take round trips

@@ -24,10 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// A bound on the wait when an item is visible but attempts found none twice in a row (an item an
-// attempt cannot take, e.g. one being put back): waiting on the watch alone could then sleep until
-// the next push, retrying at once would spin.
-constexpr milliseconds kRecheck{5};
 // The least sleep until a timer is due (its due time is on another client's wall clock; a timer
 // already due but not yet moved back is retried after this, not at once).
 constexpr milliseconds kTimerSlack{1};
@@ -39,11 +35,10 @@ struct Armed {
   std::optional<std::int64_t> next_due_us;
 };
 
-// How long to sleep on `armed`: until the deadline, the earliest timer's due time, or kRecheck
-// after the second failed attempt in a row while an item was visible.
-milliseconds sleep_bound(const Armed& armed, int visible_in_a_row, Clock::time_point deadline) {
-  milliseconds wait = common::time_left(deadline);
-  if (visible_in_a_row > 0) wait = std::min(wait, kRecheck);
+// How long to sleep on `armed`: at most `bound` (VisibleStreak), until the earliest timer's due
+// time at the latest.
+milliseconds sleep_bound(const Armed& armed, milliseconds bound) {
+  milliseconds wait = bound;
   if (armed.next_due_us) {
     const std::int64_t until_due_us = *armed.next_due_us - now_us();
     const milliseconds until_due =
@@ -55,6 +50,21 @@ milliseconds sleep_bound(const Armed& armed, int visible_in_a_row, Clock::time_p
 
 }  // namespace
 
+void sleep_on(std::span<Watch> watches, milliseconds bound) {
+  struct CancelAll {
+    std::span<Watch> watches;
+    ~CancelAll() {
+      for (Watch& w : watches) w.cancel();  // no effect on one that fired
+    }
+  } cancel_all{watches};
+  if (bound.count() <= 0) return;
+  try {
+    Watch::wait_any(watches, bound);
+  } catch (const Error& e) {
+    if (!e.retryable()) throw;
+  }
+}
+
 void throw_attempts_timed_out(std::string_view wait, milliseconds timeout, const Error& cause) {
   throw Error(ErrorCode::kTimedOut,
               std::string(wait) + ": no attempt could finish within the " +
@@ -62,33 +72,36 @@ void throw_attempts_timed_out(std::string_view wait, milliseconds timeout, const
                   std::to_string(kWaitAttemptFloor.count()) + " ms): " + cause.what());
 }
 
-void ItemStore::wait_for_item(Side side, milliseconds timeout,
+void ItemStore::wait_for_item(std::string_view name, Side side, milliseconds timeout,
                               const std::function<bool(milliseconds)>& attempt) {
   if (timeout.count() < 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "queue: a wait's timeout must be >= 0");
   }
   const common::SteadyTime deadline = common::deadline_after(timeout);  // max() for "forever"
-  int visible_in_a_row = 0;
+  VisibleStreak streak;
   for (;;) {
     if (attempt(common::time_left(deadline)) || common::time_left(deadline).count() == 0) return;
-    Armed armed = db_->run([&](Transaction& tr) {
-      const bool visible = end_item(tr, side, /*snapshot=*/true).has_value();
-      return Armed{{tr.watch(items_.size_key), tr.watch(work_.delayed_key())},
-                   visible,
-                   work_.next_due_us(tr)};
+    // Arming is bounded as an attempt is: a lost server must not hold a short wait longer.
+    TransactionOptions options;
+    options.timeout = attempt_budget(common::time_left(deadline));
+    Armed armed = run_wait_attempt(name, timeout, [&] {
+      return db_->run(
+          [&](Transaction& tr) {
+            const bool visible = end_item(tr, side, /*snapshot=*/true).has_value();
+            return Armed{{tr.watch(items_.size_key), tr.watch(work_.delayed_key())},
+                         visible,
+                         work_.next_due_us(tr)};
+          },
+          options);
     });
-    visible_in_a_row = armed.item_visible ? visible_in_a_row + 1 : 0;
-    if (visible_in_a_row != 1) {
-      Watch::wait_any(armed.watches, sleep_bound(armed, visible_in_a_row, deadline));
-    }
-    // (No effect once fired; frees the engine's streams otherwise.)
-    for (Watch& w : armed.watches) w.cancel();
+    const milliseconds bound = streak.next(armed.item_visible, common::time_left(deadline));
+    sleep_on(armed.watches, sleep_bound(armed, bound));
   }
 }
 
 std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) {
   std::optional<std::string> out;
-  wait_for_item(side, timeout, [&](milliseconds left) {
+  wait_for_item("queue: pop_wait", side, timeout, [&](milliseconds left) {
     // Bounded by the time left, but at least kWaitAttemptFloor.
     out = run_wait_attempt("queue: pop_wait", timeout,
                            [&] { return pop(side, attempt_budget(left)); });
@@ -100,7 +113,7 @@ std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) 
 std::optional<Lease> ItemStore::take_wait(Side side, milliseconds vt, milliseconds timeout) {
   WorkItems::lease_us(vt);  // invalid_option_value before waiting
   std::optional<Lease> out;
-  wait_for_item(side, timeout, [&](milliseconds left) {
+  wait_for_item("queue: take_wait", side, timeout, [&](milliseconds left) {
     // Bounded as a pop attempt is (a take whose commits keep failing must not outlive the wait).
     TransactionOptions options;
     options.timeout = attempt_budget(left);

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <span>
 #include <string_view>
 
+#include "kvq/database.h"
 #include "kvq/error.h"
 
 namespace kvq::detail {
@@ -46,6 +48,35 @@ auto run_wait_attempt(std::string_view wait, std::chrono::milliseconds timeout, 
     throw_attempts_timed_out(wait, timeout, e);
   }
 }
+
+// A bound on a wait's sleep when a ready item was visible to the transaction that armed its
+// watches but attempts found none twice in a row (an item an attempt cannot take, e.g. one being
+// put back): waiting on the watches alone could then sleep until the next push, retrying at once
+// would spin.
+inline constexpr std::chrono::milliseconds kRecheck{5};
+
+// Counts the arming transactions in a row that saw a ready item after an attempt found none, and
+// tells how long the wait may sleep on its watches: not at all the first time (the item came
+// between the attempt and the arming: try again), at most kRecheck after that, as long as `left`
+// when none was seen.
+class VisibleStreak {
+ public:
+  // Notes what the latest arming transaction saw; returns the bound on the sleep that follows.
+  std::chrono::milliseconds next(bool item_visible, std::chrono::milliseconds left) {
+    in_a_row_ = item_visible ? in_a_row_ + 1 : 0;
+    if (in_a_row_ == 1) return std::chrono::milliseconds(0);
+    return in_a_row_ > 1 ? std::min(left, kRecheck) : left;
+  }
+
+ private:
+  int in_a_row_ = 0;
+};
+
+// Sleeps until one of `watches` fires or `bound` passes, then cancels them all (freeing the
+// engine's streams). A watch that failed with a retryable error (etcd: its start revision was
+// compacted while its stream reconnected) ends the sleep as a firing would: the wait looks again
+// and re-arms. Other errors (connection_failed) are thrown.
+void sleep_on(std::span<Watch> watches, std::chrono::milliseconds bound);
 
 }  // namespace kvq::detail
 

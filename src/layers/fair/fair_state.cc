@@ -17,10 +17,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// How long a wait sleeps at least when a wake-up is due but nothing could be served (a tenant at
-// its lease limit): neither spin nor sleep until the next push.
-constexpr milliseconds kRecheck{5};
-
 std::shared_ptr<Database> non_null(std::shared_ptr<Database> db) {
   if (!db) throw Error(ErrorCode::kInvalidArgument, "fair queue: null database");
   return db;
@@ -47,10 +43,6 @@ std::int64_t micros(WallClock::time_point t) {
 }
 
 // A watch of the change counter and when the next wake-up is due (unix us), if there is one.
-struct Armed {
-  Watch watch;
-  std::optional<std::int64_t> next_due;
-};
 
 }  // namespace
 
@@ -366,6 +358,7 @@ std::optional<T> FairState::wait(
     throw Error(ErrorCode::kInvalidOptionValue, "fair queue: wait timeout must be >= 0");
   }
   const common::SteadyTime deadline = common::deadline_after(timeout);  // max() for "forever"
+  VisibleStreak streak;
   for (;;) {
     TransactionOptions options;
     options.timeout = attempt_budget(common::time_left(deadline));
@@ -373,25 +366,35 @@ std::optional<T> FairState::wait(
       return v;
     }
     if (common::time_left(deadline).count() == 0) return std::nullopt;
-    Armed armed = db_->run([&](Transaction& tr) {
-      const KeyRange wakes = keys_.wakes_due(std::numeric_limits<std::int64_t>::max());
-      RangeOptions first;
-      first.limit = 1;
-      first.snapshot = true;
-      const auto next = tr.get_range(wakes.begin, wakes.end, first);
-      return Armed{tr.watch(keys_.changes()),
-                   next.empty() ? std::nullopt
-                                : std::optional(keys_.space().unpack(next[0].key).get_int(1))};
-    });
-    milliseconds wait = common::time_left(deadline);
+    options.timeout = attempt_budget(common::time_left(deadline));
+    ArmedWait armed = run_wait_attempt(name, timeout, [&] { return arm(options); });
+    milliseconds wait = streak.next(armed.ring_filled, common::time_left(deadline));
     if (armed.next_due) {
       const auto until =
           std::chrono::ceil<milliseconds>(std::chrono::microseconds(*armed.next_due - now_us()));
       wait = std::min(wait, std::max(until, kRecheck));
     }
-    armed.watch.wait_for(wait);
-    armed.watch.cancel();
+    sleep_on(armed.watch, wait);
   }
+}
+
+FairState::ArmedWait FairState::arm(const TransactionOptions& options) const {
+  return db_->run(
+      [&](Transaction& tr) {
+        const KeyRange wakes = keys_.wakes_due(std::numeric_limits<std::int64_t>::max());
+        const KeyRange ring = keys_.ring_range();
+        constexpr RangeOptions kFirst{.limit = 1, .snapshot = true};
+        const RangeRead reads[] = {{wakes.begin, wakes.end, kFirst},
+                                   {ring.begin, ring.end, kFirst}};
+        const std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
+        const std::vector<KeyValue>& next = got[0];
+        return ArmedWait{{tr.watch(keys_.changes())},
+                         !got[1].empty(),
+                         next.empty()
+                             ? std::nullopt
+                             : std::optional(keys_.space().unpack(next[0].key).get_int(1))};
+      },
+      options);
 }
 
 std::optional<FairItem> FairState::pop_wait(milliseconds timeout) {

@@ -7,6 +7,7 @@
 #ifndef KVQ_SRC_LAYERS_FAIR_FAIR_STATE_H_
 #define KVQ_SRC_LAYERS_FAIR_FAIR_STATE_H_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -185,6 +186,18 @@ class FairState {
   std::optional<T> wait(std::string_view name,
                         const std::function<std::optional<T>(const TransactionOptions&)>& attempt,
                         std::chrono::milliseconds timeout);
+
+  // What a wait's arming transaction (arm) leaves: a watch of the change counter, whether a tenant
+  // was in the ring (it may have a ready item although the attempt found none: pops file and
+  // serve tenants without writing the change counter) and the next wake-up's due time.
+  struct ArmedWait {
+    std::array<Watch, 1> watch;
+    bool ring_filled = false;
+    std::optional<std::int64_t> next_due;
+  };
+  // The arming transaction of a wait, bounded by `options`: the watch, and snapshot reads of the
+  // ring's first entry and of the first wake-up.
+  ArmedWait arm(const TransactionOptions& options) const;
 
   std::shared_ptr<Database> db_;
   bool hint_reads_;  // db_->reads_take_round_trips(): prefetch the reads of a turn's tenants
