@@ -17,6 +17,7 @@
 #include "kvq/kvq.h"
 #include "support/engines.h"
 #include "support/etcd_cluster.h"
+#include "support/fault_urls.h"
 #include "support/figures.h"
 #include "support/layer_fixture.h"
 #include "support/producers_consumers.h"
@@ -125,20 +126,6 @@ TEST_P(CombiningTest, ConcurrentPushesShareTransactions) {
 INSTANTIATE_TEST_SUITE_P(Engines, CombiningTest, ::testing::ValuesIn(testing::layer_params()),
                          testing::layer_param_name);
 
-// Every engine's URL with injected commit_unknown_result (applied and not applied).
-std::vector<std::string> faulty_urls(const std::string& query) {
-  std::vector<std::string> urls = {"memory:?" + query};
-#ifdef KVQ_WITH_ROCKSDB
-  urls.push_back("rocksdb:" + testing::fresh_temp_dir("kvq-combine-fault") + "/db?" + query);
-#endif
-#ifdef KVQ_WITH_ETCD
-  std::string why;
-  std::string etcd = testing::fresh_shared_etcd_url(query, &why);
-  if (!etcd.empty()) urls.push_back(etcd);
-#endif
-  return urls;
-}
-
 // The memory engine with a byte limit of `max_bytes` per transaction (as etcd run with a small
 // --max-request-bytes), whose commits take 300 ms when they write a value starting "SLOW" and
 // fail with connection_failed when they write one starting "DOWN": the real store underneath,
@@ -224,7 +211,7 @@ TEST(CombiningFaults, AFailingHalfOfAGroupFailsOnlyItsOwnPushes) {
 }
 
 TEST(CombiningFaults, UnknownResultsNeitherDuplicateNorLoseCombinedItems) {
-  for (const std::string& url : faulty_urls("unknown_result_rate=0.2&fault_seed=5")) {
+  for (const std::string& url : testing::faulty_urls("unknown_result_rate=0.2&fault_seed=5")) {
     const bool etcd = url.rfind("etcd", 0) == 0;
     for (bool priority : {false, true}) {
       for (bool hc : {false, true}) {
@@ -290,7 +277,7 @@ history::Result run_timing_out_history(const std::string& url, bool high_content
 
 TEST(CombiningFaults, PopsThatTimeOutInSharedGroupsTakeNothing) {
   for (const std::string& url :
-       faulty_urls("conflict_rate=0.5&unknown_result_rate=0.1&delay_ms=1&fault_seed=9")) {
+       testing::faulty_urls("conflict_rate=0.5&unknown_result_rate=0.1&delay_ms=1&fault_seed=9")) {
     const bool etcd = url.rfind("etcd", 0) == 0;
     for (bool hc : {false, true}) {
       std::atomic<int> timeouts{0};

@@ -13,6 +13,7 @@ extern "C" const char* __tsan_default_options() {
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -30,6 +31,7 @@ extern "C" const char* __tsan_default_options() {
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "engine/etcd/etcd_engine.h"
@@ -106,7 +108,17 @@ engine::etcd::EtcdSecurity probe_security(const std::optional<EtcdClusterTls>& t
 
 }  // namespace
 
-bool EtcdCluster::available() { return !etcd_binary().empty(); }
+void report_missing_etcd(const std::string& why) {
+  const char* required = std::getenv("KVQ_REQUIRE_ETCD");
+  if (required == nullptr || std::string_view(required) != "1") return;
+  ADD_FAILURE() << "etcd is required (KVQ_REQUIRE_ETCD=1) but " << why;
+}
+
+bool EtcdCluster::available() {
+  if (!etcd_binary().empty()) return true;
+  report_missing_etcd("no etcd binary was found (install etcd-server)");
+  return false;
+}
 
 EtcdCluster::EtcdCluster(int members, std::vector<std::string> extra_flags,
                          std::optional<EtcdClusterTls> tls)
@@ -336,6 +348,7 @@ EtcdCluster* shared_etcd_cluster(std::string* why) {
       failure = e.what();
     }
   }
+  if (!cluster) report_missing_etcd("the shared test etcd did not start: " + failure);
   if (!cluster && why != nullptr) *why = failure;
   return cluster.get();
 }
