@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
 #include "support/engines.h"
 #include "support/etcd_cluster.h"
@@ -220,6 +221,11 @@ TEST(CombiningFaults, UnknownResultsNeitherDuplicateNorLoseCombinedItems) {
         // Smaller under sanitizers (this test took 68 s under ASan + UBSan at full size).
         const int n = etcd ? 300 : (testing::kSanitizerBuild ? 1000 : 3000);
         auto r = run_history(db, space, combining(hc), priority, n, 8);
+        const auto faulty = std::dynamic_pointer_cast<engine::FaultInjectionEngine>(db->engine());
+        ASSERT_TRUE(faulty) << url;
+        EXPECT_GT(faulty->injected_applied(), 0u) << url << ": no applied unknown result injected";
+        EXPECT_GT(faulty->injected_not_applied(), 0u) << url << ": none not applied injected";
+        testing::record_faults(*db);
         EXPECT_EQ(r.popped + r.remaining, n) << url;
         EXPECT_TRUE(r.ok) << url << " priority " << priority << " hc " << hc;
         for (const auto& p : r.problems) ADD_FAILURE() << url << ": " << p;
