@@ -17,7 +17,6 @@
 #include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
 #include "support/engines.h"
-#include "support/etcd_cluster.h"
 #include "support/fault_urls.h"
 #include "support/figures.h"
 #include "support/layer_fixture.h"
