@@ -93,10 +93,10 @@ class EtcdCluster {
   std::optional<EtcdClusterTls> tls_;
 };
 
-// Fails the running test (ADD_FAILURE) saying `why`, if the environment sets KVQ_REQUIRE_ETCD=1
-// (tests/CMakeLists.txt does for ctest when etcd is built): an etcd the tests cannot find or start
-// is then a failure, not a skip that a green run would hide. Called by available() and
-// shared_etcd_cluster() when they have no etcd to give.
+// Ends the process with exit status 1, saying `why` on stderr, if the environment sets
+// KVQ_REQUIRE_ETCD=1 (tests/CMakeLists.txt does for ctest when etcd is built): an etcd the tests
+// cannot find or start is then a failing test binary, not skipped tests that a green run would
+// hide. Called by available() and shared_etcd_cluster() when they have no etcd to give.
 void report_missing_etcd(const std::string& why);
 
 // A 1-member cluster shared by the whole test process, started on first call and stopped at
