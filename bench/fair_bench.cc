@@ -6,21 +6,23 @@
 // with no ring to keep). Each measurement runs on a fresh memory: database prefilled with
 // 400,000 items, then 1,000 pops of warm-up (other URLs: 4,000 items, 300 pops, in a fresh
 // subspace); a run that drains them is timed to its last pop.
-//   fair_bench [seconds per measurement, default 1] [URL, default memory:] [structure [tenants
-//   [clients [processes]]]]  (structure, tenants, clients: run only the matching rows, e.g. to
-//   profile one of them; a tenant count other than 1 and 10,000 runs the FairQueue rows with that
-//   many tenants. processes P > 1, on etcd only: the row's clients are P worker processes, each
-//   with `clients` threads and its own connection, popping the one prefilled structure; they
-//   start together after the prefill, and the row reports P x clients clients, all their pops
-//   over the longest worker's time, and their CPU time)
+//   fair_bench [SECONDS [URL [STRUCTURE [TENANTS [CLIENTS [PROCESSES]]]]]] (kUsage below says
+//   what each takes). STRUCTURE, TENANTS, CLIENTS run only the matching rows, e.g. to profile one
+//   of them; a tenant count other than 1 and 10,000 runs the FairQueue rows with that many
+//   tenants. PROCESSES P > 1, on etcd only: the row's clients are P worker processes, each
+//   with CLIENTS threads and its own connection, popping the one prefilled structure; they
+//   start together after the prefill, and the row reports P x CLIENTS clients, all their pops
+//   over the longest worker's time, and their CPU time.
 // Prints one row per measurement: structure, mode, tenants, clients, pops/s, retries per pop, and
 // CPU µs per pop (the whole process's CPU time while the clients popped, over the pops).
+// Exit status: 0 done, 1 a kvq error or a failed worker, 2 bad arguments (nothing was measured).
 #include <signal.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -29,13 +31,18 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "tools/kvq/bench_args.h"
 #include "kvq/kvq.h"
+#include "tools/kvq/cli.h"  // CliError
 #include "tools/kvq/worker_group.h"
 
 namespace {
+
+using kvq::bench_args::UsageError;
 
 using Clock = std::chrono::steady_clock;
 
@@ -83,9 +90,11 @@ struct Report {
 };
 
 // `clients` threads running `pop` for `seconds` or until the structure is drained (retries left
-// at 0: measure_here counts them).
+// at 0: measure_here counts them). Throws the first exception a pop threw, after stopping the
+// other threads.
 Report measure(const PopFn& pop, int clients, double seconds) {
   std::atomic<bool> stop{false};
+  kvq::bench_args::FirstError error(stop);
   std::atomic<std::int64_t> ops{0};
   std::atomic<int> running{clients};
   std::vector<Clock::time_point> ends(static_cast<std::size_t>(clients));
@@ -94,17 +103,20 @@ Report measure(const PopFn& pop, int clients, double seconds) {
   const double cpu_start = process_cpu_seconds();
   for (std::size_t c = 0; c < ends.size(); ++c) {
     threads.emplace_back([&, c] {
-      while (!stop.load() && pop()) ++ops;
+      error.run([&] {
+        while (!stop.load() && pop()) ++ops;
+      });
       ends[c] = Clock::now();
       --running;
     });
   }
   const auto deadline = start + std::chrono::duration<double>(seconds);
-  while (Clock::now() < deadline && running.load() > 0) {
+  while (Clock::now() < deadline && running.load() > 0 && !stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   stop = true;
   for (auto& t : threads) t.join();
+  error.rethrow();
   const auto last = *std::max_element(ends.begin(), ends.end());
   const double elapsed = std::chrono::duration<double>(last - start).count();
   return {ops.load(), 0, elapsed, process_cpu_seconds() - cpu_start};
@@ -182,9 +194,11 @@ constexpr std::chrono::seconds kWorkerFinishMargin{120};
 // (the longest time).
 Report measure_in_processes(const std::string& url, const std::string& kind, int tenants,
                             std::int64_t stamp, int clients, int processes, double seconds) {
+  char seconds_text[32];
+  std::snprintf(seconds_text, sizeof seconds_text, "%.17g", seconds);
   const std::vector<std::string> argv = {"/proc/self/exe",
                                          "--worker",
-                                         std::to_string(seconds),
+                                         seconds_text,
                                          url,
                                          kind,
                                          std::to_string(tenants),
@@ -200,7 +214,8 @@ Report measure_in_processes(const std::string& url, const std::string& kind, int
     Report r;
     if (std::sscanf(text.c_str(), "%" SCNd64 " %" SCNd64 " %lf %lf", &r.pops, &r.retries,
                     &r.elapsed, &r.cpu_seconds) != 4) {
-      throw std::runtime_error("fair_bench: a worker's report is not valid: " + text);
+      throw kvq::cli::CliError(kvq::cli::kExitError,
+                               "fair_bench: a worker's report is not valid: " + text);
     }
     sum.pops += r.pops;
     sum.retries += r.retries;
@@ -210,15 +225,40 @@ Report measure_in_processes(const std::string& url, const std::string& kind, int
   return sum;
 }
 
+// The bounds of the arguments: as `kvq bench`'s --seconds, --clients and --processes; at most
+// one tenant per prefilled item.
+constexpr double kMaxSeconds = 3600;
+constexpr int kMaxClients = 4096;
+constexpr int kMaxProcesses = 256;
+constexpr int kMaxTenants = kItems;
+
+// The structures the table measures, in its order.
+constexpr std::array<std::string_view, 7> kKinds = {"queue", "queue-hc", "queue-comb", "queues-rr",
+                                                    "fair",  "fair-hc",  "fair-comb"};
+
+// Whether a row of `kind` spreads its items over tenants (a Queue row has none: 1 tenant).
+bool has_tenants(std::string_view kind) { return kind.starts_with("fair") || kind == "queues-rr"; }
+
+// `kind`, if it is one of kKinds; throws UsageError naming `name` otherwise.
+std::string checked_kind(std::string_view name, std::string_view kind) {
+  if (std::find(kKinds.begin(), kKinds.end(), kind) != kKinds.end()) return std::string(kind);
+  std::string kinds;
+  for (std::string_view k : kKinds) kinds += std::string(k) + ", ";
+  throw UsageError(std::string(name) + ": '" + std::string(kind) + "' is not one of " + kinds +
+                   "all");
+}
+
 // A worker process of measure_in_processes: opens the row's structure, prefilled by its parent,
 // prints "ready", waits for the start byte on stdin, measures, and prints its report.
 int worker_main(char** argv) {
+  using kvq::bench_args::parse_int;
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // killed with its parent
-  const double seconds = std::stod(argv[2]);
-  const std::string url = argv[3], kind = argv[4];
-  const int tenants = std::stoi(argv[5]), clients = std::stoi(argv[6]);
-  const std::int64_t stamp = std::stoll(argv[7]);
-  auto db = kvq::open(url);
+  const double seconds = kvq::bench_args::parse_number("worker SECONDS", argv[2], 0, kMaxSeconds);
+  const std::string url = argv[3], kind = checked_kind("worker STRUCTURE", argv[4]);
+  const int tenants = parse_int("worker TENANTS", argv[5], 1, kMaxTenants);
+  const int clients = parse_int("worker CLIENTS", argv[6], 1, kMaxClients);
+  const std::int64_t stamp = kvq::bench_args::parse_int64("worker STAMP", argv[7], 0, INT64_MAX);
+  auto db = kvq::bench_args::open_url("worker URL", url);
   const Structure s = open_structure(db, row_space(kind, stamp), kind, tenants);
   std::printf("ready\n");
   std::fflush(stdout);
@@ -247,50 +287,120 @@ void row(const std::string& url, const std::string& kind, int tenants, int clien
       processes > 1 ? measure_in_processes(url, kind, tenants, stamp, clients, processes, seconds)
                     : measure_here(*db, s.pop, clients, seconds);
   const double pops = static_cast<double>(r.pops);
-  const bool has_tenants = kind.starts_with("fair") || kind == "queues-rr";
-  std::printf("%-9s %8d %8d %12.0f %10.3f %10.2f\n", kind.c_str(), has_tenants ? tenants : 0,
+  std::printf("%-9s %8d %8d %12.0f %10.3f %10.2f\n", kind.c_str(), has_tenants(kind) ? tenants : 0,
               clients * processes, r.elapsed > 0 ? pops / r.elapsed : 0.0,
               pops > 0 ? static_cast<double>(r.retries) / pops : 0.0,
               pops > 0 ? r.cpu_seconds * 1e6 / pops : 0.0);
   std::fflush(stdout);
 }
 
-}  // namespace
+constexpr const char* kUsage =
+    "usage: fair_bench [SECONDS [URL [STRUCTURE [TENANTS [CLIENTS [PROCESSES]]]]]]\n"
+    "  SECONDS    time per measurement, a decimal number 0..3600 (default 1; 0: the prefill and\n"
+    "             warm-up only)\n"
+    "  URL        the database (default memory:)\n"
+    "  STRUCTURE  queue, queue-hc, queue-comb, queues-rr, fair, fair-hc, fair-comb, or all\n"
+    "             (default)\n"
+    "  TENANTS    1..400000, or all (default: 1 and 10000); the queue rows have 1\n"
+    "  CLIENTS    client threads per process, 1..4096, or all (default: 1 and 32)\n"
+    "  PROCESSES  1..256 (default 1); more than 1 (etcd only) runs each row's clients in that\n"
+    "             many worker processes\n"
+    "Exit status: 0 done, 1 a kvq error or a failed worker, 2 bad arguments.\n";
 
-int main(int argc, char** argv) {
-  if (argc == 8 && std::string_view(argv[1]) == "--worker") return worker_main(argv);
-  const double seconds = argc > 1 ? std::stod(argv[1]) : 1.0;
-  const std::string url = argc > 2 ? argv[2] : "memory:";
-  const std::string only_kind = argc > 3 ? argv[3] : "";
-  const int only_tenants = argc > 4 ? std::stoi(argv[4]) : 0;
-  const int only_clients = argc > 5 ? std::stoi(argv[5]) : 0;
-  const int processes = argc > 6 ? std::stoi(argv[6]) : 1;
-  if (processes > 1 && (url.starts_with("memory:") || url.starts_with("rocksdb:"))) {
-    std::fprintf(stderr, "fair_bench: several processes need a server (etcd), not %s\n",
-                 url.c_str());
-    return 2;
+// The command line: what to measure. "" (kind) and 0 (tenants, clients): every row's.
+struct Args {
+  double seconds = 1.0;
+  std::string url = "memory:";
+  std::string kind;
+  int tenants = 0;
+  int clients = 0;
+  int processes = 1;
+};
+
+// Throws UsageError naming the argument that is not what kUsage says.
+Args parse_args(int argc, char** argv) {
+  using kvq::bench_args::parse_int;
+  if (argc > 7) throw UsageError("unexpected argument '" + std::string(argv[7]) + "'");
+  Args a;
+  const auto given = [&](int i) { return argc > i && std::string_view(argv[i]) != "all"; };
+  if (argc > 1) a.seconds = kvq::bench_args::parse_number("SECONDS", argv[1], 0, kMaxSeconds);
+  if (argc > 2) a.url = argv[2];
+  if (given(3)) a.kind = checked_kind("STRUCTURE", argv[3]);
+  if (given(4)) a.tenants = parse_int("TENANTS", argv[4], 1, kMaxTenants);
+  if (given(5)) a.clients = parse_int("CLIENTS", argv[5], 1, kMaxClients);
+  if (argc > 6) a.processes = parse_int("PROCESSES", argv[6], 1, kMaxProcesses);
+  if (!a.kind.empty() && !has_tenants(a.kind) && a.tenants > 1) {
+    throw UsageError("TENANTS: " + a.kind + " has no tenants: give 1 or all, not " +
+                     std::to_string(a.tenants));
   }
-  const auto selected = [&](const std::string& kind, int tenants) {
-    return (only_kind.empty() || kind == only_kind) &&
-           (only_tenants == 0 || tenants == only_tenants || kind.starts_with("queue-"));
-  };
-  std::printf("%-9s %8s %8s %12s %10s %10s\n", "structure", "tenants", "clients", "pops/s",
-              "retries/op", "cpu_us/op");
-  const std::vector<int> client_counts =
-      only_clients > 0 ? std::vector<int>{only_clients} : std::vector<int>{1, 32};
+  if (a.kind == "queues-rr" && a.tenants == 1) {
+    throw UsageError("TENANTS: queues-rr needs 2 or more tenants (with 1 it is the queue row)");
+  }
+  if (a.processes > 1 && !a.url.starts_with("etcd://") && !a.url.starts_with("etcds://")) {
+    throw UsageError("PROCESSES " + std::to_string(a.processes) +
+                     ": several processes need a server (etcd:// or etcds://), not " + a.url);
+  }
+  return a;
+}
+
+// One row of the table.
+struct RowSpec {
+  std::string_view kind;
+  int tenants = 0;
+  int clients = 0;
+};
+
+// The rows `a` selects, in the table's order.
+std::vector<RowSpec> selected_rows(const Args& a) {
+  const std::vector<int> client_counts = a.clients ? std::vector{a.clients} : std::vector{1, 32};
+  // A tenant count given on the command line replaces the two the table compares.
+  const std::vector<int> tenant_counts =
+      a.tenants ? std::vector{a.tenants} : std::vector{1, 10'000};
+  std::vector<RowSpec> rows;
   for (int clients : client_counts) {
-    for (const char* kind : {"queue", "queue-hc", "queue-comb"}) {
-      if (selected(kind, 1)) row(url, kind, 1, clients, processes, seconds);
-    }
-    for (const char* kind : {"queues-rr", "fair", "fair-hc", "fair-comb"}) {
-      // A tenant count given on the command line replaces the two the table compares.
-      const std::vector<int> tenant_counts =
-          only_tenants > 1 ? std::vector<int>{only_tenants} : std::vector<int>{1, 10'000};
-      for (int tenants : tenant_counts) {
-        if (tenants == 1 && std::string_view(kind) == "queues-rr") continue;  // that is `queue`
-        if (selected(kind, tenants)) row(url, kind, tenants, clients, processes, seconds);
+    for (std::string_view kind : kKinds) {
+      if (!a.kind.empty() && kind != a.kind) continue;
+      for (int tenants : has_tenants(kind) ? tenant_counts : std::vector{1}) {
+        if (tenants == 1 && kind == "queues-rr") continue;  // that is `queue`
+        if (a.tenants == 0 || tenants == a.tenants) rows.push_back({kind, tenants, clients});
       }
     }
   }
+  return rows;
+}
+
+int run_table(const Args& a) {
+  const std::vector<RowSpec> rows = selected_rows(a);
+  if (rows.empty()) throw UsageError("no row has the STRUCTURE and TENANTS given");
+  kvq::bench_args::open_url("URL", a.url);  // a URL kvq cannot read fails before the header
+  std::printf("%-9s %8s %8s %12s %10s %10s\n", "structure", "tenants", "clients", "pops/s",
+              "retries/op", "cpu_us/op");
+  for (const RowSpec& r : rows) {
+    row(a.url, std::string(r.kind), r.tenants, r.clients, a.processes, a.seconds);
+  }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc == 8 && std::string_view(argv[1]) == "--worker") return worker_main(argv);
+    for (int i = 1; i < argc; ++i) {
+      if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+        std::printf("%s", kUsage);
+        return 0;
+      }
+    }
+    return run_table(parse_args(argc, argv));
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "fair_bench: %s (see fair_bench --help)\n", e.what());
+    return 2;
+  } catch (const kvq::cli::CliError& e) {  // a worker failed; the message names fair_bench
+    std::fprintf(stderr, "%s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {  // kvq::Error: "name (code): message"
+    std::fprintf(stderr, "fair_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -3,7 +3,9 @@
 //
 // Usage: txn_bench [--json] [--seconds=S] [--url=memory:] [--threads=1,2,4,8]
 //        txn_bench --pops [--url=memory:]
-// --threads: the client counts to measure; --no-reads: only the set+commit workload.
+// --seconds: a decimal number, 0.01..3600 (default 1); --threads: the client counts to measure
+// (1..4096 each); --no-reads: only the set+commit workload. Exit status: 0 done, 1 a kvq error,
+// 2 bad arguments (nothing was measured).
 // Prints a table (or a JSON object with --json): tx/s is wall-clock throughput; tx/cpu-s is
 // transactions per CPU-second the process used, which does not depend on other load on the
 // machine (x cores = the throughput the cores would give if the process had them to itself).
@@ -20,11 +22,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <exception>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "tools/kvq/bench_args.h"
 #include "kvq/database.h"
 #include "kvq/queue.h"
 #include "kvq/subspace.h"
@@ -57,31 +61,37 @@ std::string key(int thread, int i) {
   return "bench/" + std::to_string(thread) + "/" + std::to_string(1000 + i % 1000);
 }
 
+// Runs `body` on `threads` threads for `seconds`. Throws the first exception a body threw, after
+// stopping the other threads.
 template <typename Body>
 Measured measure(int threads, double seconds, Body body) {
   std::atomic<bool> go{false}, stop{false};
+  kvq::bench_args::FirstError error(stop);
   std::vector<std::uint64_t> counts(static_cast<std::size_t>(threads) * 16, 0);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       while (!go.load()) std::this_thread::yield();
-      std::uint64_t n = 0;
-      // Precomputed keys keep string building out of the measurement.
-      std::vector<std::string> keys;
-      for (int i = 0; i < 1000; ++i) keys.push_back(key(t, i));
-      while (!stop.load(std::memory_order_relaxed)) {
-        for (int i = 0; i < 64; ++i) body(keys[(n + i) % keys.size()]);
-        n += 64;
-      }
-      counts[static_cast<std::size_t>(t) * 16] = n;
+      error.run([&] {
+        std::uint64_t n = 0;
+        // Precomputed keys keep string building out of the measurement.
+        std::vector<std::string> keys;
+        for (int i = 0; i < 1000; ++i) keys.push_back(key(t, i));
+        while (!stop.load(std::memory_order_relaxed)) {
+          for (int i = 0; i < 64; ++i) body(keys[(n + i) % keys.size()]);
+          n += 64;
+        }
+        counts[static_cast<std::size_t>(t) * 16] = n;
+      });
     });
   }
   auto start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();
   go = true;
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  kvq::bench_args::sleep_unless_stopped(stop, seconds);
   stop = true;
   for (auto& th : pool) th.join();
+  error.rethrow();
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double cpu = process_cpu_seconds() - cpu_start;
   std::uint64_t total = 0;
@@ -126,71 +136,75 @@ int run_pops(const std::string& url) {
   return 0;
 }
 
-std::vector<int> parse_threads(const std::string& list) {
-  std::vector<int> out;
-  std::size_t pos = 0;
-  while (pos < list.size()) {
-    std::size_t comma = list.find(',', pos);
-    if (comma == std::string::npos) comma = list.size();
-    out.push_back(std::atoi(list.substr(pos, comma - pos).c_str()));
-    pos = comma + 1;
-  }
-  return out;
-}
+constexpr const char* kUsage =
+    "usage: txn_bench [--json] [--seconds=S] [--url=URL] [--threads=1,2,4,8] [--no-reads] "
+    "[--pops]\n";
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line.
+struct Options {
   bool json = false;
   bool pops = false;
   double seconds = 1.0;
   std::vector<int> thread_counts = {1, 2, 4, 8};
   bool reads = true;
   std::string url = "memory:";
+  bool help = false;
+};
+
+// Throws UsageError naming the argument that is not one kUsage shows.
+Options parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
+    const std::string_view a = argv[i];
     if (a == "--json") {
-      json = true;
-    } else if (a.rfind("--seconds=", 0) == 0) {
-      seconds = std::atof(a.c_str() + 10);
-    } else if (a.rfind("--url=", 0) == 0) {
-      url = a.substr(6);
-    } else if (a.rfind("--threads=", 0) == 0) {
-      thread_counts = parse_threads(a.substr(10));
+      o.json = true;
+    } else if (a.starts_with("--seconds=")) {
+      o.seconds = kvq::bench_args::parse_number("--seconds", a.substr(10), 0.01, 3600);
+    } else if (a.starts_with("--url=")) {
+      o.url = a.substr(6);
+    } else if (a.starts_with("--threads=")) {
+      o.thread_counts = kvq::bench_args::parse_int_list("--threads", a.substr(10), 1, 4096);
     } else if (a == "--no-reads") {
-      reads = false;
+      o.reads = false;
     } else if (a == "--pops") {
-      pops = true;
+      o.pops = true;
+    } else if (a == "--help" || a == "-h") {
+      o.help = true;
     } else {
-      std::fprintf(stderr,
-                   "usage: txn_bench [--json] [--seconds=S] [--url=URL] [--threads=1,2,4,8] "
-                   "[--no-reads] [--pops]\n");
-      return 2;
+      throw kvq::bench_args::UsageError("unknown argument '" + std::string(a) + "'");
     }
   }
-  if (pops) return run_pops(url);
+  return o;
+}
+
+// The set+commit (and get) rows of each thread count.
+std::vector<Result> measure_all(const Options& o) {
   std::vector<Result> results;
   const std::string value(16, 'v');
-  for (int threads : thread_counts) {
-    auto db = kvq::open(url);
+  for (int threads : o.thread_counts) {
+    auto db = kvq::open(o.url);
     auto before = db->stats().commit_batches;
-    Measured w = measure(threads, seconds, [&](const std::string& k) {
+    Measured w = measure(threads, o.seconds, [&](const std::string& k) {
       db->run([&](kvq::Transaction& tr) { tr.set(k, value); });
     });
     const auto batches = db->stats().commit_batches - before;
     results.push_back({"set+commit", threads, w.tx_per_s,
                        batches ? static_cast<double>(w.count) / static_cast<double>(batches) : 0,
                        w.tx_per_cpu_s});
-    if (!reads) continue;
-    Measured r = measure(threads, seconds, [&](const std::string& k) {
+    if (!o.reads) continue;
+    Measured r = measure(threads, o.seconds, [&](const std::string& k) {
       db->run([&](kvq::Transaction& tr) { return tr.get(k); });
     });
     results.push_back({"get", threads, r.tx_per_s, 0, r.tx_per_cpu_s});
   }
+  return results;
+}
+
+void print_results(const Options& o, const std::vector<Result>& results) {
   const unsigned cores = std::thread::hardware_concurrency();
-  if (json) {
-    std::printf("{\"url\": \"%s\", \"cores\": %u, \"seconds\": %.2f, \"results\": [", url.c_str(),
-                cores, seconds);
+  if (o.json) {
+    std::printf("{\"url\": \"%s\", \"cores\": %u, \"seconds\": %.2f, \"results\": [", o.url.c_str(),
+                cores, o.seconds);
     for (std::size_t i = 0; i < results.size(); ++i) {
       std::printf(
           "%s{\"workload\": \"%s\", \"threads\": %d, \"tx_per_s\": %.0f, "
@@ -200,7 +214,7 @@ int main(int argc, char** argv) {
     }
     std::printf("]}\n");
   } else {
-    std::printf("%s, %u cores, %.1f s per point\n", url.c_str(), cores, seconds);
+    std::printf("%s, %u cores, %.1f s per point\n", o.url.c_str(), cores, o.seconds);
     std::printf("%-12s %8s %14s %14s %10s\n", "workload", "threads", "tx/s", "tx/cpu-s",
                 "tx/batch");
     for (const Result& r : results) {
@@ -208,5 +222,26 @@ int main(int argc, char** argv) {
                   r.tx_per_cpu_s, r.tx_per_batch);
     }
   }
-  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse_options(argc, argv);
+    if (o.help) {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    kvq::bench_args::open_url("--url", o.url);  // a URL kvq cannot read fails before measuring
+    if (o.pops) return run_pops(o.url);
+    print_results(o, measure_all(o));
+    return 0;
+  } catch (const kvq::bench_args::UsageError& e) {
+    std::fprintf(stderr, "txn_bench: %s\n%s", e.what(), kUsage);
+    return 2;
+  } catch (const std::exception& e) {  // kvq::Error: "name (code): message"
+    std::fprintf(stderr, "txn_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "tools/kvq/bench_args.h"  // FirstError
 #include "layers/item_store.h"
 
 namespace kvq::cli {
@@ -85,30 +86,38 @@ bool one_op(Target& t, const std::string& op, int c, std::uint64_t n, std::mt199
   return pop_one(t, max).has_value();
 }
 
-// Runs `clients` threads doing `op` for o.seconds (or until the queue drains).
+// Client `c` of run_clients: runs `op` until `stop`, keeping each operation's latency (µs) in
+// `lat`; sets `drained` (and `stop`) when a pop finds the queue empty.
+void run_client(Target& t, const std::string& op, int c, std::atomic<bool>& stop,
+                std::atomic<bool>& drained, std::vector<double>& lat) {
+  std::mt19937 gen(static_cast<unsigned>(c + 1));
+  const std::string value(16, 'v');
+  // Every client runs at least one operation, even if it was scheduled only after the time was
+  // up (a loaded machine, a short --seconds): a row always has a rate and latencies.
+  for (std::uint64_t n = 0; n == 0 || !stop.load(std::memory_order_relaxed); ++n) {
+    const auto s = std::chrono::steady_clock::now();
+    if (!one_op(t, op, c, n, gen, value)) {
+      drained = true;
+      stop = true;
+      break;
+    }
+    lat.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count());
+  }
+}
+
+// Runs `clients` threads doing `op` for o.seconds (or until the queue drains). Throws the first
+// exception an operation threw, after stopping the other threads.
 Run run_clients(const BenchOptions& o, Target& t, const std::string& op, int clients) {
   std::atomic<bool> stop{false}, drained{false};
+  kvq::bench_args::FirstError error(stop);
   std::vector<std::vector<double>> lat(static_cast<std::size_t>(clients));
   std::vector<std::thread> threads;
   const double cpu0 = cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
-      std::mt19937 gen(static_cast<unsigned>(c + 1));
-      const std::string value(16, 'v');
-      // Every client runs at least one operation, even if it was scheduled only after the time
-      // was up (a loaded machine, a short --seconds): a row always has a rate and latencies.
-      for (std::uint64_t n = 0; n == 0 || !stop.load(std::memory_order_relaxed); ++n) {
-        const auto s = std::chrono::steady_clock::now();
-        if (!one_op(t, op, c, n, gen, value)) {
-          drained = true;
-          stop = true;
-          break;
-        }
-        lat[static_cast<std::size_t>(c)].push_back(
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s)
-                .count());
-      }
+      error.run([&] { run_client(t, op, c, stop, drained, lat[static_cast<std::size_t>(c)]); });
     });
   }
   const auto limit = std::chrono::duration<double>(o.seconds);
@@ -117,6 +126,7 @@ Run run_clients(const BenchOptions& o, Target& t, const std::string& op, int cli
   }
   stop = true;
   for (auto& th : threads) th.join();
+  error.rethrow();
   Run r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.cpu_seconds = cpu_seconds() - cpu0;

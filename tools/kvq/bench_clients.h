@@ -94,9 +94,10 @@ struct Tally {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Tally, run, counters)
 
-// Runs `threads` client threads doing `op` ("push", "pop", "take" or "cycle", as --ops) on `t`
-// for o.seconds, or until a pop finds the queue empty; `db` is the database `t` is on (for its
-// counters). Throws what the operations throw.
+// Runs `threads` client threads doing `op` ("push", "pop", "take", "cycle" or "flow", as --ops) on
+// `t` for o.seconds, or until a pop finds the queue empty; `db` is the database `t` is on (for its
+// counters). Throws what the operations throw: the first exception a client thread met, after
+// stopping and joining the others.
 Tally run_threads(const BenchOptions& o, const Database& db, Target& t, const std::string& op,
                   int threads);
 

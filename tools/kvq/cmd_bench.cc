@@ -3,19 +3,28 @@
 // With --processes, each measurement runs in worker processes (this binary re-executed with the
 // hidden --worker option, worker_group.h) that start together on the subspace the parent prefilled.
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "tools/kvq/bench_args.h"
 #include "kvq/kvq.h"
 #include "tools/kvq/bench_clients.h"
 #include "tools/kvq/commands.h"
@@ -179,6 +188,47 @@ void check_processes(const BenchOptions& o) {
                                  "etcds://); memory: and rocksdb: belong to one process");
 }
 
+// True if `program` is an executable file in a directory of $PATH (as the shell that runs it finds
+// it).
+bool on_path(const std::string& program) {
+  const char* env = std::getenv("PATH");
+  const std::string_view dirs = env != nullptr && *env != '\0' ? env : "/usr/bin:/bin";
+  for (std::size_t pos = 0; pos <= dirs.size();) {
+    const std::size_t colon = std::min(dirs.find(':', pos), dirs.size());
+    const std::string_view dir = dirs.substr(pos, colon - pos);
+    const std::string file = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + program;
+    struct stat st {};
+    if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(file.c_str(), X_OK) == 0) {
+      return true;
+    }
+    pos = colon + 1;
+  }
+  return false;
+}
+
+// --plot: refuses, before anything is measured, a PNG file that could not be written (a usage
+// error) and a missing gnuplot.
+void check_plot(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path file(path);
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) {
+    throw CliError(kExitUsage, "bench: --plot " + path + " is a directory, not a PNG file");
+  }
+  if (!fs::is_directory(dir, ec)) {
+    throw CliError(kExitUsage, "bench: --plot " + path + ": no directory " + dir.string());
+  }
+  const fs::path written = fs::exists(file, ec) ? file : dir;
+  if (access(written.c_str(), W_OK) != 0) {
+    throw CliError(kExitUsage, "bench: --plot " + path + ": cannot write " + written.string() +
+                                   " (" + std::strerror(errno) + ")");
+  }
+  if (!on_path("gnuplot")) {
+    throw CliError(kExitError, "bench: --plot needs gnuplot (apt install gnuplot-nox)");
+  }
+}
+
 void print_header() {
   std::printf("%-6s %-8s %-5s %5s %7s %10s %10s %12s %9s %9s %8s %7s %6s %8s\n", "kind", "mode",
               "op", "procs", "clients", "ops/s", "retries/op", "conflicts/op", "p50 us", "p99 us",
@@ -253,6 +303,7 @@ void plot_rows(const BenchOptions& o, const std::vector<Row>& rows) {
 int run_bench(const BenchOptions& o) {
   if (o.worker >= 0) return run_worker(o);
   check_processes(o);
+  if (!o.plot.empty()) check_plot(o.plot);
   std::vector<Row> rows;
   int seq = 0;
   if (!o.json) print_header();
@@ -274,15 +325,75 @@ int run_bench(const BenchOptions& o) {
 
 namespace {
 
+// A CLI11 transform: a decimal integer in [min, max] (kvq::bench_args: CLI11's own conversion
+// would read "0x10" as 16 and "010" as 8), left in its plain decimal form.
+CLI::Validator DecimalInt(int min, int max) {
+  return CLI::Validator(
+      [min, max](std::string& s) -> std::string {
+        long long v = 0;
+        std::string why = kvq::bench_args::integer_error(s, min, max, v);
+        if (why.empty()) s = std::to_string(v);
+        return why;
+      },
+      "INT in [" + std::to_string(min) + " - " + std::to_string(max) + "]");
+}
+
+// A CLI11 transform: a time in seconds, a decimal number (not hex, inf or nan) with an optional
+// unit ms, s or m, from 0.01 s to 1 hour; left as its seconds in the shortest decimal form.
+CLI::Validator DecimalSeconds() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::string_view number = s;
+        double scale = 1;
+        if (number.ends_with("ms")) {
+          scale = 0.001;
+          number.remove_suffix(2);
+        } else if (number.ends_with('s') || number.ends_with('m')) {
+          scale = number.ends_with('m') ? 60 : 1;
+          number.remove_suffix(1);
+        }
+        double v = 0;
+        const double max = std::numeric_limits<double>::max();
+        if (!kvq::bench_args::number_error(number, 0, max, v).empty()) {
+          return "'" + s + "' is not a decimal number >= 0 with an optional unit (0.5, 300ms, 2s)";
+        }
+        v *= scale;
+        if (v < 0.01 || v > 3600) return "'" + s + "' is out of range (10ms..3600s)";
+        char text[32];
+        s.assign(text, std::to_chars(text, text + sizeof text, v).ptr);
+        return {};
+      },
+      "DURATION in [10ms - 3600s]");
+}
+
+// Adds --clients: lists of client counts, each a decimal integer in 1..4096, separated by single
+// commas (CLI11's delimiter would silently drop the empty item of "1,,2").
+void add_clients_option(CLI::App* bench, BenchOptions* o) {
+  std::string defaults;
+  for (int c : o->clients) defaults += (defaults.empty() ? "" : ",") + std::to_string(c);
+  bench
+      ->add_option_function<std::vector<std::string>>(
+          "--clients",
+          [o](const std::vector<std::string>& lists) {
+            if (lists.empty()) throw CLI::ValidationError("--clients", "must not be empty");
+            o->clients.clear();
+            for (const std::string& list : lists) {
+              std::vector<int> counts;
+              std::string why = kvq::bench_args::int_list_error(list, 1, 4096, counts);
+              if (!why.empty()) throw CLI::ValidationError("--clients", why);
+              o->clients.insert(o->clients.end(), counts.begin(), counts.end());
+            }
+          },
+          "comma-separated client counts (1..4096)")
+      ->type_name("INT,...")
+      ->default_str(defaults);
+}
+
 // The options that say what is measured: client counts, time, structures, modes, operations.
 void add_workload_options(CLI::App* bench, BenchOptions* o) {
-  bench->add_option("--clients", o->clients, "comma-separated client counts (1..4096)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
+  add_clients_option(bench, o);
   bench->add_option("--seconds", o->seconds, "time per measurement: 0.5, 300ms, 2s")
-      ->transform(DurationSeconds())
-      ->check(CLI::Range(0.01, 3600.0))
+      ->transform(DecimalSeconds())
       ->capture_default_str();
   bench->add_option("--kinds", o->kinds, "comma-separated: queue,pq")
       ->delimiter(',')
@@ -303,7 +414,7 @@ void add_workload_options(CLI::App* bench, BenchOptions* o) {
   bench
       ->add_option("--prefill", o->prefill,
                    "items pushed before each pop, take or cycle measurement")
-      ->check(CLI::Range(1, 100000000))
+      ->transform(DecimalInt(1, 100000000))
       ->capture_default_str();
 }
 
@@ -312,7 +423,7 @@ void add_run_options(CLI::App* bench, BenchOptions* o) {
   bench
       ->add_option("--batch-size", o->batch_size,
                    "high-contention requests served per fulfilment transaction")
-      ->check(CLI::Range(1, 10000))
+      ->transform(DecimalInt(1, 10000))
       ->capture_default_str();
   CLI::Option* combine =
       bench->add_flag("--combine", o->combine,
@@ -327,10 +438,10 @@ void add_run_options(CLI::App* bench, BenchOptions* o) {
                    "run each measurement in this many processes, each with --clients threads and "
                    "its own connection, started together (etcd only); clients = processes x "
                    "threads")
-      ->check(CLI::Range(1, 256))
+      ->transform(DecimalInt(1, 256))
       ->capture_default_str();
   bench->add_option("--worker", o->worker, "a worker process of --processes")
-      ->check(CLI::NonNegativeNumber)
+      ->transform(DecimalInt(0, std::numeric_limits<int>::max()))
       ->group("");
   bench->add_flag("--json", o->json, "print JSON instead of a table");
   bench->add_option("--plot", o->plot, "also draw ops/s against clients into this PNG (gnuplot)");
