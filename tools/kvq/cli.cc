@@ -172,11 +172,6 @@ void add_token_arg(CLI::App* command, std::string& token) {
   command->add_option("token", token, "the lease token `take` printed")->required();
 }
 
-CLI::Validator DurationSeconds() {
-  const std::map<std::string, double> units{{"ms", 0.001}, {"s", 1.0}, {"m", 60.0}};
-  return CLI::AsNumberWithUnit(units, CLI::AsNumberWithUnit::CASE_SENSITIVE, "DURATION");
-}
-
 namespace {
 
 // Reads `in` to its end, or to one byte past kMaxValueSize (enough to know it is too large).

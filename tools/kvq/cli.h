@@ -83,8 +83,6 @@ void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::stri
 void add_vt_option(CLI::App* command, std::int64_t& vt_ms, const std::string& help);
 // Adds the positional `token` (required): a lease token as `take` printed it.
 void add_token_arg(CLI::App* command, std::string& token);
-// A duration in seconds with an optional unit (ms, s, m): "0.3", "300ms", "2s".
-CLI::Validator DurationSeconds();
 
 // Opens /dev/null (stdin) or /dev/full (stdout, stderr) on those of descriptors 0-2 the caller
 // closed, before anything else is opened: otherwise the first files kvq opens (RocksDB's) would
