@@ -65,12 +65,12 @@ void ItemStore::write_batch(Transaction& tr, std::span<const PushItem> items,
 }
 
 void ItemStore::push_batch(Transaction& tr, std::span<const PushItem> items) {
-  for (const PushItem& item : items) check_value(item.value);
+  for (const PushItem& item : items) check_item_value(item.value);
   if (!items.empty()) write_batch(tr, items, random_parts(items.size()));
 }
 
 void ItemStore::push_batch(std::span<const PushItem> items) {
-  for (const PushItem& item : items) check_value(item.value);
+  for (const PushItem& item : items) check_item_value(item.value);
   if (items.empty()) return;
   // The random parts are chosen once, outside the retry loop (as for single pushes).
   const std::vector<std::string> randoms = random_parts(items.size());

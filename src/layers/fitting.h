@@ -1,6 +1,6 @@
 // Internal: batches of pops and takes cut to the engine's limits (docs/queues.md, "Batches"): the
 // read at one end of an item range that ItemStore's pop and take batches and FairQueue's tenant
-// pops (fair/tenant_pops.h) share, and the room a batch keeps in its transaction.
+// pops (fair/tenant_items.h) share, and the room a batch keeps in its transaction.
 #ifndef KVQ_SRC_LAYERS_FITTING_H_
 #define KVQ_SRC_LAYERS_FITTING_H_
 

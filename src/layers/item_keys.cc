@@ -131,4 +131,10 @@ std::string item_key_with_attempts(const Subspace& subspace, std::string_view ba
   return key;
 }
 
+void check_item_value(std::string_view value) {
+  if (value.size() > kMaxValueSize) {
+    throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
+  }
+}
+
 }  // namespace kvq::detail

@@ -35,6 +35,9 @@ Subspace with_room_for_keys(Subspace subspace, std::size_t own_key_size,
 
 // A new `random` part: push time + random bytes (file comment). Call it outside retry loops.
 std::string new_item_random();
+
+// Throws value_too_large for an item value over kMaxValueSize (before anything is written).
+void check_item_value(std::string_view value);
 // The push time (unix microseconds) a `random` part holds; nullopt for random parts written by an
 // older kvq (not 20 bytes, or a time before 2020 or in the future).
 std::optional<std::int64_t> item_pushed_us(std::string_view random);

@@ -66,20 +66,14 @@ std::string ItemStore::item_key(Transaction& tr, std::int64_t priority, const st
   return pack_item(priority, next_position(tr, priority), random);
 }
 
-void ItemStore::check_value(std::string_view value) {
-  if (value.size() > kMaxValueSize) {
-    throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
-  }
-}
-
 void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t priority) {
-  check_value(value);
+  check_item_value(value);
   tr.set(item_key(tr, priority, new_item_random()), value);
   contention::add_size(tr, items_, 1);
 }
 
 void ItemStore::push(std::string_view value, std::int64_t priority) {
-  check_value(value);
+  check_item_value(value);
   if (combined_) return combined_->push(value, priority);
   push_uncombined(value, priority);
 }
@@ -87,7 +81,7 @@ void ItemStore::push(std::string_view value, std::int64_t priority) {
 void ItemStore::push_uncombined(std::string_view value, std::int64_t priority) {
   // The item's random part is chosen once, outside the retry loop, with the marker.
   const std::string random = new_item_random();
-  check_value(value);
+  check_item_value(value);
   run_marked([&](Transaction& tr) {
     tr.set(item_key(tr, priority, random), value);
     contention::add_size(tr, items_, 1);

@@ -151,8 +151,6 @@ class ItemStore {
   std::int64_t next_position(Transaction& tr, std::int64_t priority);
   std::string pack_item(std::int64_t priority, std::int64_t position, const std::string& random);
   std::string item_key(Transaction& tr, std::int64_t priority, const std::string& random);
-  // Throws value_too_large for a value over kMaxValueSize.
-  static void check_value(std::string_view value);
   void write_batch(Transaction& tr, std::span<const PushItem> items,
                    const std::vector<std::string>& randoms);
   void check_fits(Transaction& tr, std::size_t count);

@@ -261,9 +261,7 @@ std::optional<std::int64_t> WorkItems::due_us(const PushOptions& options) {
 
 void WorkItems::push_delayed(Transaction& tr, std::string_view value, std::int64_t priority,
                              std::int64_t due, const std::string& id) {
-  if (value.size() > kMaxValueSize) {
-    throw Error(ErrorCode::kValueTooLarge, "queue: value larger than 100,000 bytes");
-  }
+  check_item_value(value);
   tr.set(keys_.due(Timer{due, id, Timer::kDelayed, 0, priority, ""}), value);
   add(tr, keys_.delayed(), 1);
 }

@@ -33,7 +33,7 @@ struct Timer {
 // The timers of the queue whose control subspace is `control`: due_timers(c) is
 // WorkKeys(c).due_range(), due_before_key(c, us) is WorkKeys(c).due_before(us), and
 // leased_counter(c) is WorkKeys(c).leased(), without building the other keys (a FairQueue's
-// tenant pops, fair/tenant_pops.h, and its lease limit).
+// tenant pops, fair/tenant_items.h, and its lease limit).
 KeyRange due_timers(const Subspace& control);
 std::string due_before_key(const Subspace& control, std::int64_t unix_us);
 std::string leased_counter(const Subspace& control);

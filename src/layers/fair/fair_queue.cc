@@ -48,7 +48,11 @@ void FairQueue::push(std::string_view tenant, std::string_view value, const Push
 void FairQueue::push(Transaction& tr, std::string_view tenant, std::string_view value,
                      const PushOptions& options) {
   FairKeys::check_tenant(tenant);
-  state_->tenant_queue(tenant).push(tr, value, options);
+  if (detail::WorkItems::due_us(options)) {
+    state_->tenant_queue(tenant).push(tr, value, options);  // delayed: through its timers
+  } else {
+    state_->push_ready(tr, tenant, value);
+  }
   state_->pushed(tr, tenant, ready_at(options));
 }
 

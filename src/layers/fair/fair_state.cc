@@ -51,7 +51,7 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
       hint_reads_(db_->reads_take_round_trips()),
       keys_(with_room_for_keys(std::move(space), FairQueue::kMaxOwnKeySize, "fair queue")),
       index_(keys_),
-      tenant_pops_(keys_),
+      tenant_items_(keys_),
       options_(validated(options)),
       tenant_options_(tenant_options_of(options_)),
       markers_(db_, keys_.control(), options_.marker_ttl) {
@@ -136,7 +136,7 @@ std::optional<T> FairState::serve_marked(const Serve<T>& serve_one,
 std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::string& tenant,
                                                std::size_t n, std::int64_t now_us,
                                                ShortBatch short_batch) {
-  if (auto got = tenant_pops_.pop(tr, tenant, n, db_->limits(), now_us, short_batch)) {
+  if (auto got = tenant_items_.pop(tr, tenant, n, db_->limits(), now_us, short_batch)) {
     return std::move(*got);
   }
   std::vector<std::string> got = tenant_queue(tenant).pop_batch(tr, n);  // moves due timers first
@@ -158,7 +158,7 @@ FairState::Serve<FairItem> FairState::popper() {
     const std::int64_t now = now_us();
     if (hint_reads_) {
       const std::string_view tenants[] = {tenant};
-      tenant_pops_.prefetch(tr, tenants, now);  // its two reads in one round trip
+      tenant_items_.prefetch(tr, tenants, now);  // its two reads in one round trip
     }
     std::vector<std::string> got = pop_tenant(tr, tenant, 1, now, ShortBatch::kMeansNoMore);
     if (got.empty()) return std::nullopt;
@@ -343,7 +343,7 @@ std::size_t FairState::prefetch_turns(Transaction& tr, const std::vector<RingEnt
   }
   std::vector<std::string_view> tenants;
   for (std::size_t i = from; i < to; ++i) tenants.push_back(ring[i].tenant);
-  tenant_pops_.prefetch(tr, tenants, now_us);
+  tenant_items_.prefetch(tr, tenants, now_us);
   return to;
 }
 

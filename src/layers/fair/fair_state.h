@@ -31,7 +31,7 @@
 #include "layers/contention/staged_pop.h"
 #include "layers/fair/fair_index.h"
 #include "layers/fair/fair_keys.h"
-#include "layers/fair/tenant_pops.h"
+#include "layers/fair/tenant_items.h"
 
 namespace kvq::detail {
 
@@ -47,8 +47,12 @@ class FairState {
   // tenants are kept (all dropped when full), so repeated operations on a tenant neither rebuild
   // its store nor lose its end-window hints (contention/end_windows.h: on etcd, a read at the
   // front of a deep tenant's items would otherwise count all of them). Pops do not build stores
-  // (tenant_pops.h) unless the tenant has due timers.
+  // (tenant_items.h) unless the tenant has due timers.
   Queue tenant_queue(std::string_view tenant) const;
+  // A push of `value` to `tenant`, ready now, without building the tenant's Queue (TenantItems).
+  void push_ready(Transaction& tr, std::string_view tenant, std::string_view value) {
+    tenant_items_.push(tr, tenant, value);
+  }
   // Blind writes of a push to `tenant` (due_us 0: ready now): its wake-up, its registry entry and
   // the change counter.
   void pushed(Transaction& tr, std::string_view tenant, std::int64_t due_us) const;
@@ -114,7 +118,7 @@ class FairState {
   // clear that wake-up.
   bool at_lease_limit(Transaction& tr, std::string_view tenant) const;
   // Up to `n` (>= 1) items from the front of `tenant`'s items, as its Queue::pop_batch(tr, n)
-  // (through tenant_pops_, or the tenant's Queue if it has timers due by `now_us` to move first),
+  // (through tenant_items_, or the tenant's Queue if it has timers due by `now_us` to move first),
   // fewer than n telling what `short_batch` says (fitting.h; the tenant's Queue: kMeansNoMore).
   std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n,
                                       std::int64_t now_us, ShortBatch short_batch);
@@ -145,7 +149,7 @@ class FairState {
   // the caller's next transaction (only a read that finds a tenant empty retires it).
   std::vector<std::optional<FairItem>> turns_that_fit(Transaction& tr, std::size_t n,
                                                       const TransactionLimits& limits);
-  // Prefetches (TenantPops::prefetch) the first reads of the turns of ring[from...]: those of as
+  // Prefetches (TenantItems::prefetch) the first reads of the turns of ring[from...]: those of as
   // many tenants as `limits` leave room for at `turn_ops` operations a turn (all if 0: none served
   // yet), and one more. Returns the index after the last tenant prefetched.
   std::size_t prefetch_turns(Transaction& tr, const std::vector<RingEntry>& ring, std::size_t from,
@@ -203,7 +207,7 @@ class FairState {
   bool hint_reads_;  // db_->reads_take_round_trips(): prefetch the reads of a turn's tenants
   FairKeys keys_;
   FairIndex index_;
-  TenantPops tenant_pops_;
+  TenantItems tenant_items_;
   FairQueueOptions options_;
   QueueOptions tenant_options_;
   Markers markers_;

@@ -1,11 +1,13 @@
-// Internal: a FairQueue turn's pops from one tenant's items without building the tenant's Queue
-// (its ItemStore: about 30 heap allocations, the largest single cost of a turn when many tenants
-// are active). The keys a pop needs (the item range with its end-window hints, the due-timer
-// range) are computed once per tenant and kept in a map of up to kKeptTenants tenants (cleared
-// when full); a pop reads and writes exactly what tenant_queue(tenant).pop_batch(tr, n) would.
-// Thread-safe.
-#ifndef KVQ_SRC_LAYERS_FAIR_TENANT_POPS_H_
-#define KVQ_SRC_LAYERS_FAIR_TENANT_POPS_H_
+// Internal: a FairQueue's plain pushes to, and a turn's pops from, one tenant's items without
+// building the tenant's Queue (its ItemStore: about 30 heap allocations, the largest single cost
+// of a turn or a push when many tenants are active, with FairState's cache of stores too small to
+// hold them). The keys they need (the tenant's item subspace, its item range with its end-window
+// hints, the due-timer range) are computed once per tenant and kept in a map of up to
+// kKeptTenants tenants (cleared when full); a push reads and writes exactly what
+// tenant_queue(tenant).push(tr, value) would, a pop what tenant_queue(tenant).pop_batch(tr, n)
+// would. Thread-safe.
+#ifndef KVQ_SRC_LAYERS_FAIR_TENANT_ITEMS_H_
+#define KVQ_SRC_LAYERS_FAIR_TENANT_ITEMS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -27,13 +29,18 @@
 
 namespace kvq::detail {
 
-class TenantPops {
+class TenantItems {
  public:
   static constexpr std::size_t kKeptTenants = 16'384;
 
   // Pops of the tenants of the fair queue with keys `keys` (which must outlive this object).
-  explicit TenantPops(const FairKeys& keys) : keys_(keys) {}
+  explicit TenantItems(const FairKeys& keys) : keys_(keys) {}
 
+  // Appends `value` (checked: value_too_large over kMaxValueSize), ready now, at the back of
+  // `tenant`'s items, as the tenant's Queue::push(tr, value): a snapshot read of its last
+  // position (so pushes never conflict), the item, and the tenant's and the fair queue's size
+  // counters.
+  void push(Transaction& tr, std::string_view tenant, std::string_view value);
   // Up to `n` (>= 1) items from the front of `tenant`'s items, removed, as the tenant's
   // Queue::pop_batch(tr, n) returns them (with the same reads, writes and read conflicts, cut to
   // `limits` the same way), except that fewer than n tells what `short_batch` says (fitting.h).
@@ -51,6 +58,7 @@ class TenantPops {
  private:
   // One tenant's keys (immutable once made; shared with pops in flight when the map is cleared).
   struct Keys {
+    Subspace space;               // the tenant's Queue's subspace (FairKeys::tenant_items)
     contention::ItemRange items;  // with its end-window hints and the fair queue's ready total
     Subspace control;             // the tenant's queue's control subspace
     std::string due_begin;        // its first timer key
@@ -71,4 +79,4 @@ class TenantPops {
 
 }  // namespace kvq::detail
 
-#endif  // KVQ_SRC_LAYERS_FAIR_TENANT_POPS_H_
+#endif  // KVQ_SRC_LAYERS_FAIR_TENANT_ITEMS_H_

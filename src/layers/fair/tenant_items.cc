@@ -1,4 +1,4 @@
-#include "layers/fair/tenant_pops.h"
+#include "layers/fair/tenant_items.h"
 
 #include "kvq/tuple.h"
 #include "layers/contention/end_windows.h"
@@ -8,7 +8,7 @@
 
 namespace kvq::detail {
 
-std::shared_ptr<const TenantPops::Keys> TenantPops::keys_of(std::string_view tenant) {
+std::shared_ptr<const TenantItems::Keys> TenantItems::keys_of(std::string_view tenant) {
   {
     std::lock_guard lock(mu_);
     if (auto it = kept_.find(tenant); it != kept_.end()) return it->second;
@@ -18,8 +18,8 @@ std::shared_ptr<const TenantPops::Keys> TenantPops::keys_of(std::string_view ten
   Subspace control = keys_.tenant_control(tenant);
   std::string due_begin = due_timers(control).begin;
   auto made = std::make_shared<const Keys>(
-      Keys{item_range_of(items, /*prioritized=*/false, keys_.ready_total()), std::move(control),
-           std::move(due_begin)});
+      Keys{items, item_range_of(items, /*prioritized=*/false, keys_.ready_total()),
+           std::move(control), std::move(due_begin)});
   std::lock_guard lock(mu_);
   if (kept_.size() >= kKeptTenants) kept_.clear();
   kept_.emplace(std::string(tenant), made);
@@ -34,11 +34,19 @@ constexpr RangeOptions kDueRead{.limit = 1, .snapshot = true};
 
 }  // namespace
 
-std::optional<std::vector<std::string>> TenantPops::pop(Transaction& tr, std::string_view tenant,
-                                                        std::size_t n,
-                                                        const TransactionLimits& limits,
-                                                        std::int64_t now_us,
-                                                        ShortBatch short_batch) {
+void TenantItems::push(Transaction& tr, std::string_view tenant, std::string_view value) {
+  check_item_value(value);
+  const std::shared_ptr<const Keys> k = keys_of(tenant);
+  tr.set(fresh_item_key(tr, k->space, k->items, /*prioritized=*/false, 0, new_item_random()),
+         value);
+  contention::add_size(tr, k->items, 1);
+}
+
+std::optional<std::vector<std::string>> TenantItems::pop(Transaction& tr, std::string_view tenant,
+                                                         std::size_t n,
+                                                         const TransactionLimits& limits,
+                                                         std::int64_t now_us,
+                                                         ShortBatch short_batch) {
   const std::shared_ptr<const Keys> k = keys_of(tenant);
   if (!tr.get_range(k->due_begin, due_before_key(k->control, now_us), kDueRead).empty()) {
     return std::nullopt;
@@ -52,8 +60,8 @@ std::optional<std::vector<std::string>> TenantPops::pop(Transaction& tr, std::st
   return out;
 }
 
-void TenantPops::prefetch(Transaction& tr, std::span<const std::string_view> tenants,
-                          std::int64_t now_us) {
+void TenantItems::prefetch(Transaction& tr, std::span<const std::string_view> tenants,
+                           std::int64_t now_us) {
   // The keys the reads view, kept until the hint is given (reserved: they do not move).
   std::vector<std::shared_ptr<const Keys>> keys;
   std::vector<std::string> due_ends;
