@@ -311,6 +311,41 @@ TEST_P(WorkQueueTest, ANacksReasonIsKeptAsValidTextOrRefused) {
   EXPECT_EQ(pq.pop_max(), "seven") << "redriven at its own priority";
 }
 
+// A dead letter taken from the dead-letter queue (a Queue like any other) and given back (its
+// lease running out, or a nack, with or without a delay) keeps its priority and reason: the key
+// it returns to carries them after its attempts, as before it was taken. Before, it came back as
+// a plain item (attempts only): peek_dead_letters showed priority 0 and no reason, and redrive
+// put it back at priority 0.
+TEST_P(WorkQueueTest, ADeadLetterTakenAndGivenBackKeepsItsPriorityAndReason) {
+  PriorityQueue pq = make_pq(max_attempts(1));
+  pq.push("seven", 7);
+  auto lease = pq.take_min(30s);
+  ASSERT_TRUE(lease);
+  pq.nack(*lease, 0ms, "broken");  // max_attempts 1: dead
+  Queue dead = pq.dead_letters();
+  auto expire = dead.take(50ms);  // runs out: back at its place in the dead-letter queue
+  ASSERT_TRUE(expire);
+  std::this_thread::sleep_for(100ms);
+  auto nacked = dead.take(30s);
+  ASSERT_TRUE(nacked);
+  EXPECT_EQ(nacked->value, "seven");
+  dead.nack(*nacked);  // back in front
+  auto delayed = dead.take(30s);
+  ASSERT_TRUE(delayed);
+  dead.nack(*delayed, 50ms);  // back at the back when due
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(dead.peek(), "seven");  // (moves the due item back)
+  const std::vector<DeadLetter> letters = pq.peek_dead_letters(10);
+  ASSERT_EQ(letters.size(), 1u);
+  EXPECT_EQ(letters[0].value, "seven");
+  EXPECT_EQ(letters[0].priority, 7);
+  EXPECT_EQ(letters[0].reason, "broken");
+  EXPECT_EQ(letters[0].attempts, 4) << "1 in the queue, 3 in the dead-letter queue";
+  pq.push("five", 5);
+  EXPECT_EQ(pq.redrive(1), 1);
+  EXPECT_EQ(pq.pop_max(), "seven") << "redriven at its own priority";
+}
+
 // A Queue's keys are its subspace's prefix plus at most Queue::kMaxOwnKeySize bytes (the longest:
 // a dead letter with a 1,000-byte reason), so a prefix longer than kMaxKeySize minus that is
 // refused when the Queue is made; before, such a queue pushed and popped but failed at its first

@@ -1,5 +1,6 @@
 #include "layers/item_keys.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <variant>
@@ -117,6 +118,10 @@ ItemKey parse_item_key(const Subspace& subspace, std::string_view key, bool prio
     out.base = base.pack();
     if (t.size() > n && std::holds_alternative<std::int64_t>(t[n])) {
       out.attempts = static_cast<int>(t.get_int(n));
+      // Tuple encodings concatenate: what follows base and the attempts is the tail, as stored.
+      const std::size_t head =
+          subspace.key().size() + out.base.size() + Tuple().append(out.attempts).pack().size();
+      out.tail = std::string(key.substr(std::min(head, key.size())));
     }
   } catch (const Error&) {
     throw Error(ErrorCode::kCorruption, "queue: not an item key");
@@ -124,10 +129,12 @@ ItemKey parse_item_key(const Subspace& subspace, std::string_view key, bool prio
   return out;
 }
 
-std::string item_key_with_attempts(const Subspace& subspace, std::string_view base, int attempts) {
+std::string item_key_with_attempts(const Subspace& subspace, std::string_view base, int attempts,
+                                   std::string_view tail) {
   std::string key = subspace.key();
   key += base;
-  if (attempts > 0) key += Tuple().append(attempts).pack();
+  if (attempts > 0 || !tail.empty()) key += Tuple().append(attempts).pack();
+  key += tail;
   return key;
 }
 

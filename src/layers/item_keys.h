@@ -69,11 +69,16 @@ struct ItemKey {
   std::int64_t priority = 0;  // PriorityQueue; 0 for a Queue
   std::string random;
   int attempts = 0;  // deliveries so far
+  // The packed elements after the attempts: a dead letter's (priority, reason) in the dead-letter
+  // queue (dead_letters.h); empty for other items.
+  std::string tail;
 };
 // Decodes the item key `key` of `subspace`. Throws corruption for keys kvq did not write.
 ItemKey parse_item_key(const Subspace& subspace, std::string_view key, bool prioritized);
-// The key of an item with `base` (ItemKey::base) after `attempts` deliveries.
-std::string item_key_with_attempts(const Subspace& subspace, std::string_view base, int attempts);
+// The key of an item with `base` (ItemKey::base) after `attempts` deliveries, followed by `tail`
+// (ItemKey::tail: a dead letter taken from the dead-letter queue keeps its priority and reason).
+std::string item_key_with_attempts(const Subspace& subspace, std::string_view base, int attempts,
+                                   std::string_view tail = {});
 
 // The current unix time in microseconds (this client's wall clock).
 std::int64_t now_us();

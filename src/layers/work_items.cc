@@ -127,7 +127,7 @@ void WorkItems::to_ready(Transaction& tr, const Timer& timer, const std::string&
     base = fresh_item_key(tr, subspace_, items_, prioritized_, timer.priority, timer.id)
                .substr(subspace_.key().size());
   }
-  tr.set(item_key_with_attempts(subspace_, base, timer.attempts), value);
+  tr.set(item_key_with_attempts(subspace_, base, timer.attempts, timer.tail), value);
   contention::add_size(tr, items_, 1);
 }
 
@@ -139,7 +139,8 @@ Lease WorkItems::lease(Transaction& tr, KeyValue& kv, std::int64_t vt_us) {
   const ItemKey item = parse_item_key(subspace_, kv.key, prioritized_);
   const Timer timer{now_us() + vt_us, common::random_bytes(kTakeIdSize),
                     Timer::kLease,    item.attempts + 1,
-                    item.priority,    item.base};
+                    item.priority,    item.base,
+                    item.tail};
   const std::string due_key = keys_.due(timer);
   tr.clear(kv.key);
   tr.set(due_key, kv.value);
@@ -212,7 +213,8 @@ void WorkItems::nack(Transaction& tr, const Lease& lease, std::chrono::milliseco
     to_ready(tr, h.timer, h.value);
   } else {
     const Timer later{now_us() + later_us, new_item_random(), Timer::kDelayed,
-                      h.timer.attempts,    h.timer.priority,  ""};
+                      h.timer.attempts,    h.timer.priority,  "",
+                      h.timer.tail};
     tr.set(keys_.due(later), h.value);
     add(tr, keys_.delayed(), 1);
   }
@@ -262,7 +264,7 @@ std::optional<std::int64_t> WorkItems::due_us(const PushOptions& options) {
 void WorkItems::push_delayed(Transaction& tr, std::string_view value, std::int64_t priority,
                              std::int64_t due, const std::string& id) {
   check_item_value(value);
-  tr.set(keys_.due(Timer{due, id, Timer::kDelayed, 0, priority, ""}), value);
+  tr.set(keys_.due(Timer{due, id, Timer::kDelayed, 0, priority, "", ""}), value);
   add(tr, keys_.delayed(), 1);
 }
 

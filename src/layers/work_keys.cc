@@ -24,21 +24,23 @@ WorkKeys::WorkKeys(const Subspace& control)
       dead_(control.subspace(Tuple().append("dead"))) {}
 
 std::string WorkKeys::due(const Timer& t) const {
-  return control_.pack(Tuple()
-                           .append("due")
-                           .append(t.due_us)
-                           .append(Bytes(t.id))
-                           .append(static_cast<std::int64_t>(t.kind))
-                           .append(t.attempts)
-                           .append(t.priority)
-                           .append(Bytes(t.base)));
+  Tuple key = Tuple()
+                  .append("due")
+                  .append(t.due_us)
+                  .append(Bytes(t.id))
+                  .append(static_cast<std::int64_t>(t.kind))
+                  .append(t.attempts)
+                  .append(t.priority)
+                  .append(Bytes(t.base));
+  if (!t.tail.empty()) key.append(Bytes(t.tail));  // (timers without one keep 7 elements)
+  return control_.pack(key);
 }
 
 Timer WorkKeys::parse_due(std::string_view key) const {
   try {
     const Tuple t = control_.unpack(key);
     const std::int64_t kind = t.get_int(3);
-    if (t.size() != 7 || t.get_string(0) != "due" || (kind != 0 && kind != 1)) {
+    if ((t.size() != 7 && t.size() != 8) || t.get_string(0) != "due" || (kind != 0 && kind != 1)) {
       throw Error(ErrorCode::kCorruption, "bad timer");
     }
     return Timer{t.get_int(1),
@@ -46,7 +48,8 @@ Timer WorkKeys::parse_due(std::string_view key) const {
                  static_cast<Timer::Kind>(kind),
                  static_cast<int>(t.get_int(4)),
                  t.get_int(5),
-                 t.get_bytes(6).data};
+                 t.get_bytes(6).data,
+                 t.size() == 8 ? t.get_bytes(7).data : std::string()};
   } catch (const Error&) {
     throw Error(ErrorCode::kCorruption, "queue: not a timer key");
   }

@@ -28,6 +28,7 @@ struct Timer {
   int attempts = 0;           // deliveries so far
   std::int64_t priority = 0;  // PriorityQueue: where a delayed item goes when due
   std::string base;           // lease: the item's key without attempts (ItemKey::base)
+  std::string tail;           // lease: what followed the attempts in its key (ItemKey::tail)
 };
 
 // The timers of the queue whose control subspace is `control`: due_timers(c) is
