@@ -355,6 +355,26 @@ TEST_P(FairQueueTest, LeaseLimitSkipsATenantUntilAnAck) {
   EXPECT_EQ(a1->value, "a-1");
 }
 
+// The ack that ends a tenant's wait for its lease limit may come from another FairQueue object
+// (another process, or the CLI's `fair ack`, which has no --max-leased), without a limit of its
+// own: the tenant is served again all the same. Before, it stayed out of the ring until its next
+// push (found by probing the CLI).
+TEST_P(FairQueueTest, AnAckFromAnObjectWithoutTheLimitBringsTheTenantBack) {
+  FairQueueOptions o;
+  o.max_leased_per_tenant = 1;
+  FairQueue limited = make(o);
+  FairQueue unlimited = make();
+  limited.push("a", "a-0");
+  limited.push("a", "a-1");
+  auto a0 = limited.take(30s);
+  ASSERT_TRUE(a0);
+  EXPECT_EQ(limited.take(30s), std::nullopt) << "a is at its limit";
+  unlimited.ack(*a0);
+  auto a1 = limited.take(30s);
+  ASSERT_TRUE(a1);
+  EXPECT_EQ(a1->value, "a-1");
+}
+
 // Under a lease limit of 1, tenant "a" with "a-0" taken (its lease returned) and "a-1" ready.
 struct TenantAtItsLimit {
   FairQueue fq;

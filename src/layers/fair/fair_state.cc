@@ -105,7 +105,7 @@ void FairState::leased_changed(Transaction& tr, const Lease& lease,
 void FairState::lease_ended(Transaction& tr, const Lease& lease,
                             std::optional<std::int64_t> due_us) const {
   leased_changed(tr, lease, due_us);
-  if (options_.max_leased_per_tenant > 0 && due_us != 0) index_.wake(tr, lease.tenant, 0);
+  if (due_us != 0) index_.wake(tr, lease.tenant, 0);
 }
 
 template <typename T>

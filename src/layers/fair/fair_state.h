@@ -80,9 +80,11 @@ class FairState {
   void leased_changed(Transaction& tr, const Lease& lease, std::optional<std::int64_t> due_us,
                       std::string_view id = {}) const;
   // After an ack or nack of `lease` (its item ready again at `due_us`; nullopt for an ack): as
-  // leased_changed, and under a lease limit (options.max_leased_per_tenant) a wake-up at once
-  // too, because the tenant may be out of the ring waiting for one of its leases to end (a nack
-  // with a delay would otherwise bring it back only when its item is due).
+  // leased_changed, and a wake-up at once too, because the tenant may be out of the ring waiting
+  // for one of its leases to end (a take under a lease limit retires a tenant at its limit; a
+  // nack with a delay would otherwise bring it back only when its item is due). Whatever this
+  // object's own options: the take that retired the tenant may be another object's or
+  // process's, with a limit this one does not have.
   void lease_ended(Transaction& tr, const Lease& lease, std::optional<std::int64_t> due_us) const;
 
   template <typename Body>
