@@ -17,7 +17,9 @@
 #
 # Usage: scripts/bench.sh [--seconds S] [--out DIR] [--build DIR] [--only "memory rocksdb ..."]
 set -euo pipefail
+caller_dir=$PWD  # a relative --out or --build is the caller's
 cd "$(dirname "$0")/.."
+source scripts/lib/args.sh
 seconds=2
 out=bench-results
 build=build
@@ -25,11 +27,18 @@ parts="memory rocksdb etcd depth fair peers"
 usage="usage: scripts/bench.sh [--seconds S] [--out DIR] [--build DIR] [--only \"$parts\"]"
 while [ $# -gt 0 ]; do
   case $1 in
-    --seconds) seconds=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --only) parts=$2; shift 2 ;;
+    --seconds) need_value "$@"; seconds=$2; shift 2 ;;
+    --out) need_value "$@"; out=$(from_caller "$2"); shift 2 ;;
+    --build) need_value "$@"; build=$(from_caller "$2"); shift 2 ;;
+    --only) need_value "$@"; parts=$2; shift 2 ;;
     *) echo "$usage" >&2; exit 2 ;;
+  esac
+done
+need_positive --seconds "$seconds"
+for part in $parts; do  # all of them before any runs
+  case $part in
+    memory | rocksdb | etcd | depth | fair | peers) ;;
+    *) echo "--only: no part $part; $usage" >&2; exit 2 ;;
   esac
 done
 
@@ -39,6 +48,7 @@ bash scripts/install-deps.sh jq
 kvq=$build/kvq
 mkdir -p "$out"
 source scripts/lib/work_dir.sh
+source scripts/lib/servers.sh
 source scripts/lib/etcd.sh
 make_work_dir bench
 
@@ -61,16 +71,22 @@ rate() {
      | first.ops_per_s' "$5"
 }
 # A summary row: target name, measured ratio (numerator / denominator), goal, ≥ or ≤.
-ratio() {  # NUM DEN: NUM / DEN with two decimals (0 if DEN is not positive)
-  awk -v n="$1" -v d="$2" 'BEGIN { printf "%.2f", (d > 0 ? n / d : 0) }'
+# NUM / DEN with two decimals, or "not measured" unless both are measurements: positive numbers
+# (a row missing from the results gives jq's null or nothing; a run that did nothing, 0).
+ratio() {  # NUM DEN
+  if positive_number "$1" && positive_number "$2"; then
+    awk -v n="$1" -v d="$2" 'BEGIN { printf "%.2f", n / d }'
+  else
+    echo "not measured"
+  fi
 }
 
-verdict() {
+verdict() {  # NAME NUM DEN GOAL [ge|le]: a target missing a measurement is "not measured", never met
   local name=$1 num=$2 den=$3 goal=$4 cmp=${5:-ge}
   local ratio
   ratio=$(ratio "$num" "$den")
-  local met
-  met=$(awk -v r="$ratio" -v g="$goal" -v c="$cmp" \
+  local met="not measured"
+  [ "$ratio" = "not measured" ] || met=$(awk -v r="$ratio" -v g="$goal" -v c="$cmp" \
     'BEGIN { ok = (c == "ge" ? r >= g : r <= g); print ok ? "met" : "missed" }')
   local sign=">="
   [ "$cmp" = ge ] || sign="<="
@@ -201,10 +217,7 @@ run_peers() {
 }
 
 for part in $parts; do
-  case $part in
-    memory | rocksdb | etcd | depth | fair | peers) "run_$part" ;;
-    *) echo "$usage" >&2; exit 2 ;;
-  esac
+  "run_$part"  # each one of the parts checked above
 done
 {
   echo

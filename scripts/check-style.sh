@@ -113,19 +113,45 @@ check_tidy_covers() {
 # once: on the ASan + UBSan build's 24 units the check took 119 s, against 340 s on 93 files one by
 # one. The configuration is named, as a unity file lies outside the tree; a unity file's own
 # includes of .cc files are what bugprone-suspicious-include would report, so that check is off.
+# A finding is a "warning:" or "error:" line of its output. A clang-tidy that is missing, or that
+# exits non-zero on a unit without a finding (a crash, a signal), or skips a unit (no compile
+# command; "Error while processing"), fails the check as well: it checked nothing there.
 check_tidy() {
-  local log units
-  log=$(mktemp)
-  units=$(mktemp)
+  local dir units unit_log status code unit
+  if ! command -v clang-tidy >/dev/null; then
+    fail "clang-tidy: not installed (scripts/install-deps.sh)"
+    return
+  fi
+  dir=$(mktemp -d)
+  units=$dir/units
   tidy_units >"$units"
   check_tidy_covers "$units"
-  xargs -P "$(nproc)" -n 1 clang-tidy -p "$build_dir" --config-file=.clang-tidy \
-    --checks=-bugprone-suspicious-include --quiet <"$units" >"$log" 2>&1 || true
-  if grep -qE '(warning|error):' "$log"; then
-    grep -E '(warning|error):' "$log" | sort -u | sed 's/^/check-style: clang-tidy: /' >&2
+  # One log and one exit status per unit: UNIT.log, and UNIT.status ("STATUS UNIT").
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  xargs -r -P "$(nproc)" -n 1 bash -c 'log=$(mktemp --suffix=.log "$1/unit.XXXXXX")
+    clang-tidy -p "$2" --config-file=.clang-tidy --checks=-bugprone-suspicious-include --quiet \
+      "$3" >"$log" 2>&1
+    echo "$? $3" >"${log%.log}.status"' tidy "$dir" "$build_dir" <"$units" ||
+    fail "clang-tidy: xargs exited $? (a clang-tidy killed or not run)"
+  cat "$dir"/unit.*.log /dev/null >"$dir/all.log"
+  if grep -qE '(warning|error):' "$dir/all.log"; then
+    grep -E '(warning|error):' "$dir/all.log" | sort -u | sed 's/^/check-style: clang-tidy: /' >&2
     failed=1
   fi
-  rm -f "$log" "$units"
+  [ "$(cat "$dir"/unit.*.status /dev/null | wc -l)" -eq "$(wc -l <"$units")" ] ||
+    fail "clang-tidy: $(wc -l <"$units") units, but $(cat "$dir"/unit.*.status /dev/null | wc -l) ran"
+  for status in "$dir"/unit.*.status; do
+    [ -e "$status" ] || continue
+    read -r code unit <"$status"
+    unit_log=${status%.status}.log
+    [ "$code" -lt 128 ] && grep -qE '(warning|error):' "$unit_log" && continue  # reported above
+    if [ "$code" -ne 0 ] || grep -qE 'Error while processing|Compile command not found' "$unit_log"
+    then
+      fail "clang-tidy exited $code on $unit (crashed, or could not process it):"
+      tail -5 "$unit_log" | sed 's/^/check-style:   /' >&2
+    fi
+  done
+  rm -rf "$dir"
 }
 
 check_includes

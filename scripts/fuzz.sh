@@ -8,9 +8,14 @@
 # Targets run side by side, one per core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+usage="usage: scripts/fuzz.sh [--seconds N]   (N: whole seconds per target, at least 1)"
 limit=(-runs=10000000)
-if [ "${1:-}" = "--seconds" ]; then
-  limit=(-max_total_time="${2:?--seconds needs a number}")
+if [ $# -gt 0 ]; then
+  if [ $# -ne 2 ] || [ "$1" != --seconds ] || ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then
+    echo "$usage" >&2
+    exit 2
+  fi
+  limit=(-max_total_time="$2")
 fi
 bash scripts/install-deps.sh
 # Only the fuzz targets and the rooms of kvq they link (tests/fuzz/CMakeLists.txt).
@@ -20,15 +25,19 @@ KVQ_BUILD_TARGETS=kvq_fuzz_targets bash scripts/build.sh build-fuzz -DCMAKE_CXX_
 mkdir -p build-fuzz/findings
 
 # Runs one target on a copy of its corpus; prints its summary lines and records its executions.
-# Returns non-zero (after printing the log's tail) if it found anything.
+# Returns non-zero (after printing the log's tail) if it found anything. Runs in a background
+# subshell: the fuzzer is its child, killed with it (TERM, from the trap below).
 run_fuzzer() {
-  local fuzzer=$1 name work status=0 executions
+  local fuzzer=$1 name work status=0 executions fuzzer_pid=""
+  trap 'kill ${fuzzer_pid:+"$fuzzer_pid"} 2>/dev/null; exit 143' TERM
   name=$(basename "$fuzzer" _fuzz)
   work=$(mktemp -d)
   cp -r "tests/fuzz/corpus/$name/." "$work/"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$fuzzer" "${limit[@]}" -max_len=4096 -print_final_stats=1 \
-    -artifact_prefix=build-fuzz/findings/"$name"- "$work" >"$work.log" 2>&1 || status=$?
+    -artifact_prefix=build-fuzz/findings/"$name"- "$work" >"$work.log" 2>&1 &
+  fuzzer_pid=$!
+  wait "$fuzzer_pid" || status=$?
   {
     echo "fuzz: $name (${limit[*]})"
     grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)' \
@@ -46,8 +55,9 @@ run_fuzzer() {
   return "$status"
 }
 
-# As many targets at once as there are cores (each keeps a core for its whole time limit).
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # none left running if this script stops early
+# As many targets at once as there are cores (each keeps a core for its whole time limit). If this
+# script stops early, each run_fuzzer still running is stopped, and stops its fuzzer.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 failures=0
 running=0
 for fuzzer in build-fuzz/tests/fuzz/*_fuzz; do

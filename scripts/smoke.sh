@@ -21,9 +21,11 @@ echo "--- kvq bench (short)"
 "$kvq" bench --seconds 0.3 --clients 1,4 --prefill 2000 >/dev/null
 echo "kvq bench: ok"
 echo "--- tuple_bench (short)"
-"$build_dir/bench/tuple_bench" --benchmark_min_time=0.02 >/dev/null && echo "tuple_bench: ok"
+"$build_dir/bench/tuple_bench" --benchmark_min_time=0.02 >/dev/null
+echo "tuple_bench: ok"
 echo "--- txn_bench (short)"
-"$build_dir/bench/txn_bench" --seconds=0.2 >/dev/null && echo "txn_bench: ok"
+"$build_dir/bench/txn_bench" --seconds=0.2 >/dev/null
+echo "txn_bench: ok"
 if [ -x "$build_dir/bench/rocksdb_bench" ]; then
   echo "--- rocksdb_bench (short)"
   "$build_dir/bench/rocksdb_bench" --seconds 0.3 --clients 1,4 --dir "$db_dir/bench" >/dev/null
@@ -31,5 +33,6 @@ if [ -x "$build_dir/bench/rocksdb_bench" ]; then
 fi
 if [ -x "$build_dir/bench/etcd_bench" ]; then
   echo "--- etcd_bench (short, own etcd on loopback)"
-  "$build_dir/bench/etcd_bench" --seconds 0.3 --clients 1,4 >/dev/null && echo "etcd_bench: ok"
+  "$build_dir/bench/etcd_bench" --seconds 0.3 --clients 1,4 >/dev/null
+  echo "etcd_bench: ok"
 fi

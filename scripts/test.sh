@@ -16,6 +16,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 configs=${KVQ_TEST_CONFIGS:-"release asan tsan fuzz"}
+for config in $configs; do  # all of them before any runs
+  case $config in
+    release | asan | tsan | fuzz) ;;
+    *) echo "unknown config $config in KVQ_TEST_CONFIGS (release asan tsan fuzz)" >&2; exit 2 ;;
+  esac
+done
 jobs=$(nproc)
 start=$(date +%s)
 stamp() { echo "=== [$(( $(date +%s) - start ))s] $*"; }
@@ -70,7 +76,6 @@ for config in $configs; do
       figures build-fuzz
       bash scripts/fuzz.sh --seconds 20
       ;;
-    *) echo "unknown config $config" >&2; exit 2 ;;
   esac
 done
 stamp "all configurations passed: $configs"
