@@ -127,8 +127,10 @@ class Watch {
   Watch() = default;  // An empty watch: wait_for() throws client_invalid_operation.
 
   // Blocks until the watch fires (returns true) or `timeout` passes (returns false). Throws the
-  // watch's error if it failed: transaction_cancelled if its transaction never committed,
-  // operation_cancelled after cancel(), connection_failed if the engine lost its server.
+  // watch's error if it failed: the commit's error if its transaction's commit failed (as
+  // FoundationDB: not_committed, commit_unknown_result, ...), transaction_cancelled if the
+  // transaction was reset, retried or destroyed before committing, operation_cancelled after
+  // cancel(), connection_failed if the engine lost its server.
   bool wait_for(std::chrono::milliseconds timeout) const;
   // Blocks until the watch fires; throws as wait_for().
   void wait() const;
@@ -156,12 +158,15 @@ class Transaction {
   ~Transaction();  // An uncommitted transaction is discarded; its watches fail.
 
   // The value of `key`, or nullopt if absent. Adds a read-conflict on `key` unless `snapshot`.
-  // Throws key_too_large for keys over kMaxKeySize, and engine errors (transaction_too_old, ...).
+  // Throws key_too_large for keys over kMaxKeySize, client_invalid_operation for a key this
+  // transaction gave a versionstamped value (its value is unknown until commit, as
+  // FoundationDB's accessed_unreadable), and engine errors (transaction_too_old, ...).
   std::optional<std::string> get(std::string_view key, bool snapshot = false);
 
   // The pairs with begin <= key < end in key order (descending if options.reverse), at most
   // options.limit of them. Adds the read-conflict range described in the file comment unless
-  // options.snapshot. Throws inverted_range if begin > end.
+  // options.snapshot. Throws inverted_range if begin > end, client_invalid_operation if the range
+  // holds a key this transaction gave a versionstamped value (as get).
   std::vector<KeyValue> get_range(std::string_view begin, std::string_view end,
                                   RangeOptions options = {});
   // Several get_range calls at once: result i is what get_range(reads[i]...) would return, with

@@ -125,7 +125,9 @@ class FairQueue {
   // commit_unknown_result. Throws engine errors (in high-contention mode after withdrawing its
   // request and putting an item delivered to it back first in line, as Queue::pop).
   std::optional<FairItem> pop();
-  // As pop() inside the caller's transaction.
+  // As pop() inside the caller's transaction, which files at most 16 due wake-ups: with more due
+  // (many tenants woken at once) it may return nullopt while a tenant not yet filed has a ready
+  // item; the next call files the next 16. pop() commits and goes on until it knows.
   std::optional<FairItem> pop(Transaction& tr);
   // As pop(), but while nothing is ready it blocks (on a watch of a counter every push writes)
   // until an item comes or `timeout` (>= 0, else invalid_option_value) passes: nullopt then. As
@@ -140,6 +142,7 @@ class FairQueue {
   // expires. nullopt if no tenant has a ready item it may take. Idempotent under
   // commit_unknown_result.
   std::optional<Lease> take(std::chrono::milliseconds visibility_timeout);
+  // As take(), inside the caller's transaction: may return nullopt early as pop(tr) may.
   std::optional<Lease> take(Transaction& tr, std::chrono::milliseconds visibility_timeout);
   // As take(), blocking as pop_wait() while nothing can be taken; timed_out as Queue::take_wait.
   std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,
@@ -177,7 +180,8 @@ class FairQueue {
   std::int64_t redrive(std::string_view tenant, std::int64_t n);
 
   // Ready items over all tenants: the sum of stats()' ready counts (as Queue::size, an item whose
-  // delay or lease ran out counts once a pop or take of its tenant moved it back). O(1): one
+  // delay or lease ran out counts once a pop or take of its tenant moved it back), plus, in
+  // high-contention mode, the items staged for waiting pops (taken from their tenants' counts). O(1): one
   // snapshot read (conflicts with nothing) of a total that every change of a tenant's ready items
   // adds to in the same transaction; with `tr`, the transaction's own changes included.
   std::int64_t size();

@@ -68,10 +68,11 @@ class PriorityQueue {
   // ---- batches and blocking waits ----
   // Inserts (value, priority) pairs in ONE transaction with one idempotency marker (not inserted
   // twice when retried after commit_unknown_result); items of equal priority keep the batch's
-  // order. Throws value_too_large / transaction_too_large before writing anything, as
+  // order. Throws value_too_large / transaction_too_large before committing anything, as
   // Queue::push_batch.
   void push_batch(const std::vector<std::pair<std::string, std::int64_t>>& items);
-  // As push_batch inside the caller's transaction.
+  // As push_batch inside the caller's transaction. The items are written into the transaction
+  // before its size is checked: after transaction_too_large, discard the transaction.
   void push_batch(Transaction& tr, const std::vector<std::pair<std::string, std::int64_t>>& items);
   // Removes and returns up to `n` items in ONE transaction, in the order n pop_min (pop_max) calls
   // would return them: lowest priority first, oldest first within a priority (pop_max: highest
@@ -99,7 +100,8 @@ class PriorityQueue {
   bool empty();
   bool empty(Transaction& tr);
 
-  // Removes every item and resets the counter.
+  // Removes every item (ready, leased and delayed) and resets the counter; the dead letters stay
+  // (dead_letters().clear() removes them).
   void clear();
   void clear(Transaction& tr);
 

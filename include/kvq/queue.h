@@ -82,8 +82,8 @@ struct QueueOptions {
   // Flat combining within this process: threads that push to (or pop from) the same object at
   // once are served by one of them in one transaction (a push or pop batch), each getting its own
   // item or acknowledgement, in the order they called. Applies to push(value) and to pops without
-  // a timeout (pop(), pop_min(), pop_max(), the *_wait forms); the Transaction& overloads and pops
-  // with a timeout run alone. Guarantees are those of the single operations (exactly once, order,
+  // a timeout too (pop(timeout), pop_timeout, the *_wait forms: a group's work is bounded by its
+  // pops' deadlines); the Transaction& overloads run alone. Guarantees are those of the single operations (exactly once, order,
   // idempotent under commit_unknown_result). docs/queues.md, "Combining". Default: false.
   bool combine = false;
   // With combine: favour the tail latency over throughput when the process has more threads on
@@ -138,10 +138,13 @@ class Queue {
   // value_too_large if any value is over kMaxValueSize, and transaction_too_large if the batch does
   // not fit in one transaction of the engine (Database::limits(): 10 MB; on etcd also
   // --max-txn-ops, 128 operations by default, so about 100 items), in both cases before anything
-  // is written: split the batch then. An empty batch does nothing.
+  // is committed: split the batch then. An empty batch does nothing.
   void push_batch(const std::vector<std::string>& values);
   void push_batch(std::span<const std::string_view> values);
-  // As push_batch inside the caller's transaction (no marker; idempotency is the caller's).
+  // As push_batch inside the caller's transaction (no marker; idempotency is the caller's). The
+  // items are written into the transaction before its size is checked: after
+  // transaction_too_large, discard the transaction (reset(), or let on_error/run retry it), do not
+  // push the halves into it.
   void push_batch(Transaction& tr, const std::vector<std::string>& values);
   void push_batch(Transaction& tr, std::span<const std::string_view> values);
   // Removes and returns up to `n` items from the front, in queue order, in ONE transaction
@@ -172,7 +175,9 @@ class Queue {
   bool empty();
   bool empty(Transaction& tr);
 
-  // Removes every item and resets the counter. Waiting high-contention pops get nullopt.
+  // Removes every item (ready, leased and delayed) and resets the counter; the dead letters stay
+  // (dead_letters().clear() removes them). Waiting high-contention pops get nullopt; an item
+  // already delivered to a popper that died before taking it is put back after request_ttl.
   void clear();
   void clear(Transaction& tr);
 
@@ -182,11 +187,15 @@ class Queue {
   // ---- work queues (kvq/lease.h; docs/queues.md, "Work queues") ----
   // Clock: lease deadlines and due times are this client's wall clock (kvq::WallClock). Expired
   // leases and due delayed items are moved back by the next pops, takes and peeks (up to 8 per
-  // operation), so they need no reaper process. size() counts ready items only; stats() the rest.
+  // operation, earliest due first), so they need no reaper process. Until one is moved, it counts
+  // as leased or delayed: size(), empty() and stats().ready leave it out, and a push made after
+  // it came due but before it was moved goes ahead of a delayed item (an expired lease's item
+  // returns to its own place). With more than 8 due at once, an operation may serve an item that
+  // a timer not yet moved would have preceded. size() counts ready items only; stats() the rest.
 
   // Appends `value` invisible to pop, take and peek until options.delay has passed and
   // options.not_before is reached (due now: as push(value)); a delayed item goes to the back when
-  // it comes due. Idempotent under commit_unknown_result. Throws invalid_option_value for a
+  // it is moved after coming due (see Clock above). Idempotent under commit_unknown_result. Throws invalid_option_value for a
   // negative delay, value_too_large, and engine errors.
   void push(std::string_view value, const PushOptions& options);
   void push(Transaction& tr, std::string_view value, const PushOptions& options);
@@ -224,7 +233,7 @@ class Queue {
   std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,
                                  std::chrono::milliseconds timeout);
   // Removes the leased item. Allowed while the lease's fence exists: until the deadline, and after
-  // it until a pop or take moves the item back (SQS-like). Throws lease_lost (nothing changed) once
+  // it until a pop, take or peek moves the item back (SQS-like). Throws lease_lost (nothing changed) once
   // the item was moved back (maybe taken again), acked or nacked; invalid_lease_token for a
   // malformed token or one of another queue. ack(lease) is idempotent under
   // commit_unknown_result (a marker); ack(tr, lease) is the caller's: a retry of a transaction

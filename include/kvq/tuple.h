@@ -91,7 +91,9 @@ class Tuple {
   // Appends one element and returns *this, for chaining.
   Tuple& append(std::nullptr_t);
   Tuple& append(const Bytes& b);
-  Tuple& append(std::string_view s);  // UTF-8 string; not validated on append
+  // UTF-8 string; not validated on append or pack, but unpack() refuses invalid UTF-8: append
+  // bytes that may not be UTF-8 as Bytes, or a key kvq writes may not read back.
+  Tuple& append(std::string_view s);
   Tuple& append(const std::string& s);
   Tuple& append(const char* s);
   Tuple& append(bool b);
@@ -130,7 +132,8 @@ class Tuple {
   // Decodes FoundationDB tuple bytes. Throws invalid_tuple for malformed input (truncated data,
   // missing terminators, unknown or deprecated type codes, non-canonical integers, invalid UTF-8 in
   // strings, nesting deeper than 256). Every accepted input is canonical: packing the result gives
-  // the same bytes. All-0xff versionstamp bytes decode as an incomplete versionstamp.
+  // the same bytes, except that all-0xff versionstamp bytes decode as an incomplete versionstamp,
+  // which pack() refuses (pack_with_versionstamp() gives the bytes back).
   static Tuple unpack(std::string_view packed);
 
   std::size_t size() const { return elements_.size(); }
