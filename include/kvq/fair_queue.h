@@ -181,9 +181,9 @@ class FairQueue {
 
   // Ready items over all tenants: the sum of stats()' ready counts (as Queue::size, an item whose
   // delay or lease ran out counts once a pop or take of its tenant moved it back), plus, in
-  // high-contention mode, the items staged for waiting pops (taken from their tenants' counts). O(1): one
-  // snapshot read (conflicts with nothing) of a total that every change of a tenant's ready items
-  // adds to in the same transaction; with `tr`, the transaction's own changes included.
+  // high-contention mode, the items staged for waiting pops (taken from their tenants' counts).
+  // O(1): one snapshot read (conflicts with nothing) of a total that every change of a tenant's
+  // ready items adds to in the same transaction; with `tr`, the transaction's own changes included.
   std::int64_t size();
   std::int64_t size(Transaction& tr);
   // Counts per tenant ever pushed to, in tenant order (snapshot reads): O(tenants ever pushed

@@ -83,8 +83,9 @@ struct QueueOptions {
   // once are served by one of them in one transaction (a push or pop batch), each getting its own
   // item or acknowledgement, in the order they called. Applies to push(value) and to pops without
   // a timeout too (pop(timeout), pop_timeout, the *_wait forms: a group's work is bounded by its
-  // pops' deadlines); the Transaction& overloads run alone. Guarantees are those of the single operations (exactly once, order,
-  // idempotent under commit_unknown_result). docs/queues.md, "Combining". Default: false.
+  // pops' deadlines); the Transaction& overloads run alone. Guarantees are those of the single
+  // operations (exactly once, order, idempotent under commit_unknown_result). docs/queues.md,
+  // "Combining". Default: false.
   bool combine = false;
   // With combine: favour the tail latency over throughput when the process has more threads on
   // this object than cores. A thread about to lead a group of its own operation alone, right after
@@ -195,8 +196,8 @@ class Queue {
 
   // Appends `value` invisible to pop, take and peek until options.delay has passed and
   // options.not_before is reached (due now: as push(value)); a delayed item goes to the back when
-  // it is moved after coming due (see Clock above). Idempotent under commit_unknown_result. Throws invalid_option_value for a
-  // negative delay, value_too_large, and engine errors.
+  // it is moved after coming due (see Clock above). Idempotent under commit_unknown_result. Throws
+  // invalid_option_value for a negative delay, value_too_large, and engine errors.
   void push(std::string_view value, const PushOptions& options);
   void push(Transaction& tr, std::string_view value, const PushOptions& options);
 
@@ -233,9 +234,9 @@ class Queue {
   std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,
                                  std::chrono::milliseconds timeout);
   // Removes the leased item. Allowed while the lease's fence exists: until the deadline, and after
-  // it until a pop, take or peek moves the item back (SQS-like). Throws lease_lost (nothing changed) once
-  // the item was moved back (maybe taken again), acked or nacked; invalid_lease_token for a
-  // malformed token or one of another queue. ack(lease) is idempotent under
+  // it until a pop, take or peek moves the item back (SQS-like). Throws lease_lost (nothing
+  // changed) once the item was moved back (maybe taken again), acked or nacked; invalid_lease_token
+  // for a malformed token or one of another queue. ack(lease) is idempotent under
   // commit_unknown_result (a marker); ack(tr, lease) is the caller's: a retry of a transaction
   // that did commit throws lease_lost, so check your own write in the same transaction to tell.
   void ack(const Lease& lease);
