@@ -81,11 +81,11 @@ struct QueueOptions {
   int max_attempts = 0;
   // Flat combining within this process: threads that push to (or pop from) the same object at
   // once are served by one of them in one transaction (a push or pop batch), each getting its own
-  // item or acknowledgement, in the order they called. Applies to push(value) and to pops without
-  // a timeout too (pop(timeout), pop_timeout, the *_wait forms: a group's work is bounded by its
-  // pops' deadlines); the Transaction& overloads run alone. Guarantees are those of the single
-  // operations (exactly once, order, idempotent under commit_unknown_result). docs/queues.md,
-  // "Combining". Default: false.
+  // item or acknowledgement, in the order they called. Applies to push(value) and to the pops
+  // that run their own transactions (pop(), pop(timeout), pop_min(), pop_max(), the *_wait forms;
+  // a group's work is bounded by its pops' deadlines); the Transaction& overloads run alone.
+  // Guarantees are those of the single operations (exactly once, order, idempotent under
+  // commit_unknown_result). docs/queues.md, "Combining". Default: false.
   bool combine = false;
   // With combine: favour the tail latency over throughput when the process has more threads on
   // this object than cores. A thread about to lead a group of its own operation alone, right after
