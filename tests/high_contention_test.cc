@@ -73,6 +73,34 @@ TEST_P(HighContentionTest, NewPopDoesNotOvertakeWaitingRequest) {
   EXPECT_EQ(q.size(), 0);
 }
 
+// An item that became ready without a push (an expired lease's, a due delayed item) goes to the
+// pop that has waited longest: the fulfilment batch moves due timers before it reads the front.
+// Before, the batch answered the waiting pop "empty", and the new pop's own move of the timer
+// then handed the item to it (found by a review).
+TEST_P(HighContentionTest, AnItemComingBackFromAnExpiredLeaseGoesToTheWaitingPop) {
+  Queue q = hc_queue();
+  q.push("leased");
+  ASSERT_TRUE(q.take(std::chrono::milliseconds(50)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the lease ran out
+  const std::string phantom(20, 'P');
+  staged_->add_phantom_request(phantom);
+  EXPECT_EQ(q.pop(), std::nullopt) << "it came after the waiting pop";
+  EXPECT_EQ(staged_->delivered(phantom), "leased");
+}
+
+// The same for a pop in the caller's transaction (which serves the waiting pops first).
+TEST_P(HighContentionTest, AComposedPopLeavesAnItemComingDueToTheWaitingPop) {
+  Queue q = hc_queue();
+  PushOptions delayed;
+  delayed.delay = std::chrono::milliseconds(50);
+  q.push("later", delayed);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // due
+  const std::string phantom(20, 'P');
+  staged_->add_phantom_request(phantom);
+  EXPECT_EQ(db_->run([&](Transaction& tr) { return q.pop(tr); }), std::nullopt);
+  EXPECT_EQ(staged_->delivered(phantom), "later");
+}
+
 TEST_P(HighContentionTest, ComposedPopServesWaitingRequestsFirst) {
   PriorityQueueOptions o;
   o.high_contention = true;

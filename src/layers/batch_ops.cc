@@ -107,7 +107,7 @@ std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::s
 std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n,
                                               ShortBatch short_batch) {
   if (n == 0) return {};
-  if (staged_) staged_->serve_all(tr);  // no overtaking of waiting high-contention pops
+  serve_waiting_pops(tr, side);  // no overtaking of waiting high-contention pops
   return pop_fitting(tr, side, n, short_batch);
 }
 

@@ -43,8 +43,11 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptio
       markers_(db_, control_, options_.marker_ttl),
       work_(db_, subspace_, options_, prioritized, items_) {
   if (options_.high_contention) {
-    staged_ = std::make_unique<contention::StagedPops>(db_, control_, items_, options_.contention,
-                                                       markers_);
+    // Due timers are moved before a fulfilment batch reads the front, so that the waiting pops
+    // get them first (a later pop's own move would hand them to it).
+    staged_ = std::make_unique<contention::StagedPops>(
+        db_, control_, items_, options_.contention, markers_, contention::Refill{},
+        [this](Transaction& tr) { work_.release_due(tr, now_us()); });
   }
   if (options_.combine) combined_ = std::make_unique<CombinedOps>(*this);
 }
@@ -137,8 +140,14 @@ void ItemStore::clear(Transaction& tr) {
 }
 
 std::optional<std::string> ItemStore::pop(Transaction& tr, Side side) {
-  if (staged_) staged_->serve_all(tr);
+  serve_waiting_pops(tr, side);
   return pop_plain(tr, side);
+}
+
+void ItemStore::serve_waiting_pops(Transaction& tr, Side side) {
+  if (!staged_) return;
+  release_due_before_end(tr, side);  // the waiting pops get what came due, not this one
+  staged_->serve_all(tr);
 }
 
 // A combined pop's group, or a plain pop's transaction, ends by the timeout; the high-contention

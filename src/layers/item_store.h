@@ -168,6 +168,9 @@ class ItemStore {
   // attempts, bounded by the earliest timer's due time (waiting.cc).
   void wait_for_item(std::string_view name, Side side, std::chrono::milliseconds timeout,
                      const std::function<bool(std::chrono::milliseconds)>& attempt);
+  // In high-contention mode (else nothing): moves due timers, then answers the waiting requests
+  // (StagedPops::serve_all), so that a pop in `tr` after this overtakes none of them.
+  void serve_waiting_pops(Transaction& tr, Side side);
   // Moves due timers (WorkItems::release_due) before a read of the item at `side`: the timers'
   // read and that read's first part go to the engine together if reads take round trips
   // (Transaction::prefetch: one round trip on etcd instead of two).

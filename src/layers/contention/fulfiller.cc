@@ -32,13 +32,15 @@ struct Fulfiller::Batch {
 };
 
 Fulfiller::Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
-                     TransactionLimits limits, bool hint_reads, Refill refill)
+                     TransactionLimits limits, bool hint_reads, Refill refill,
+                     ReleaseDue release_due)
     : keys_(keys),
       items_(std::move(items)),
       options_(options),
       limits_(limits),
       hint_reads_(hint_reads),
-      refill_(std::move(refill)) {}
+      refill_(std::move(refill)),
+      release_due_(std::move(release_due)) {}
 
 Fulfiller::Result Fulfiller::leased_batch(Transaction& tr, const std::string& me,
                                           bool hand_off_newest) {
@@ -64,6 +66,7 @@ Fulfiller::Result Fulfiller::leased_batch(Transaction& tr, const std::string& me
   // meanwhile. After such a conflict, leave the newest request for the lease hand-off instead, so
   // that a steady stream of registrations cannot starve the fulfiller.
   if (hand_off_newest && b.reqs.size() <= b.cap && b.cap >= 2) --b.cap;
+  if (release_due_) release_due_(tr);
   serve_requests(tr, b, &r);
   finish_leased(tr, b, me, &r);
   return r;

@@ -45,6 +45,11 @@ struct Refilled {
 using Refill =
     std::function<Refilled(Transaction& tr, std::size_t n, const TransactionLimits& room)>;
 
+// Makes ready, in `tr`, the items that have become ready without a push (a work queue's due
+// timers: expired leases, due delayed items), before a batch reads the ends: the requests waiting
+// longest get them, as the next pop would.
+using ReleaseDue = std::function<void(Transaction& tr)>;
+
 class Fulfiller {
  public:
   struct Result {
@@ -61,10 +66,12 @@ class Fulfiller {
     bool items_ran_short = false;
   };
 
-  // `keys` must outlive the Fulfiller. `refill` (optional): see Refill. With `hint_reads`
-  // (Database::reads_take_round_trips), a batch hands its first reads to Transaction::prefetch.
+  // `keys` must outlive the Fulfiller. `refill`, `release_due` (optional): see Refill, ReleaseDue.
+  // With `hint_reads` (Database::reads_take_round_trips), a batch hands its first reads to
+  // Transaction::prefetch.
   Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
-            TransactionLimits limits, bool hint_reads, Refill refill = {});
+            TransactionLimits limits, bool hint_reads, Refill refill = {},
+            ReleaseDue release_due = {});
 
   // One batch under the fulfiller lease, for the waiting popper `me`: proceeds only if the lease is
   // free, expired, ours or handed to us; renews it, and hands it on once our request is served
@@ -153,6 +160,7 @@ class Fulfiller {
   TransactionLimits limits_;
   bool hint_reads_;
   Refill refill_;
+  ReleaseDue release_due_;
   // Operations the refill took per item it staged, last measured (engines that bound them).
   std::atomic<std::size_t> refill_item_ops_{8};
 };
