@@ -1,4 +1,4 @@
-// Unit tests of the commit pipeline's conflict checker (src/txn/conflict_checker.h).
+// Unit tests of the commit pipeline's conflict checker (src/engine/pipeline/conflict_checker.h).
 #include "engine/pipeline/conflict_checker.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Internal: the interface between the client-side Transaction (src/txn/transaction.cc, which does
+// Internal: the interface between the client-side Transaction (src/client/transaction.cc, which does
 // read-your-writes, conflict-range bookkeeping, limits and retries) and an engine (the "cluster").
 // An engine never knows about queues; a layer never sees this header.
 //

@@ -1,5 +1,5 @@
 // Internal: the durable VersionedStore of the "rocksdb:/path" engine. The shared commit pipeline
-// (src/txn/commit_pipeline.h) and conflict checker run on top of it exactly as on the memory store;
+// (src/engine/pipeline/commit_pipeline.h) and conflict checker run on top of it exactly as on the memory store;
 // this class only stores versioned data durably.
 //
 // On-disk layout (one RocksDB database in one directory):
