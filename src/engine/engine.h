@@ -1,6 +1,6 @@
-// Internal: the interface between the client-side Transaction (src/client/transaction.cc, which does
-// read-your-writes, conflict-range bookkeeping, limits and retries) and an engine (the "cluster").
-// An engine never knows about queues; a layer never sees this header.
+// Internal: the interface between the client-side Transaction (src/client/transaction.cc, which
+// does read-your-writes, conflict-range bookkeeping, limits and retries) and an engine (the
+// "cluster"). An engine never knows about queues; a layer never sees this header.
 //
 // Adding an engine = a folder under src/engine/, a class implementing Engine and Session, a URL
 // scheme in src/open.cc, and the conformance suite (tests/conformance_test.cc) passing on it.

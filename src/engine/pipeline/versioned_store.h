@@ -1,6 +1,6 @@
-// Internal: the storage underneath the shared commit pipeline (src/engine/pipeline/commit_pipeline.h). The
-// memory engine and the RocksDB engine are each a VersionedStore plugged into the same pipeline and
-// conflict checker; only the store differs.
+// Internal: the storage underneath the shared commit pipeline
+// (src/engine/pipeline/commit_pipeline.h). The memory engine and the RocksDB engine are each a
+// VersionedStore plugged into the same pipeline and conflict checker; only the store differs.
 #ifndef KVQ_SRC_TXN_VERSIONED_STORE_H_
 #define KVQ_SRC_TXN_VERSIONED_STORE_H_
 

@@ -1,5 +1,6 @@
-// Internal: the "rocksdb:/path" engine = the shared commit pipeline (src/engine/pipeline/commit_pipeline.h)
-// over a RocksDbStore (src/engine/rocksdb/rocksdb_store.h). See docs/engines.md.
+// Internal: the "rocksdb:/path" engine = the shared commit pipeline
+// (src/engine/pipeline/commit_pipeline.h) over a RocksDbStore (src/engine/rocksdb/rocksdb_store.h).
+// See docs/engines.md.
 #ifndef KVQ_SRC_ENGINE_ROCKSDB_ROCKSDB_ENGINE_H_
 #define KVQ_SRC_ENGINE_ROCKSDB_ROCKSDB_ENGINE_H_
 

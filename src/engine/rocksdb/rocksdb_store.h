@@ -1,6 +1,6 @@
 // Internal: the durable VersionedStore of the "rocksdb:/path" engine. The shared commit pipeline
-// (src/engine/pipeline/commit_pipeline.h) and conflict checker run on top of it exactly as on the memory store;
-// this class only stores versioned data durably.
+// (src/engine/pipeline/commit_pipeline.h) and conflict checker run on top of it exactly as on the
+// memory store; this class only stores versioned data durably.
 //
 // On-disk layout (one RocksDB database in one directory):
 //  - column family "default": the data keys, byte for byte as the transactions wrote them
