@@ -31,11 +31,11 @@
 #include <thread>
 #include <vector>
 
-#include "tools/kvq/bench_args.h"
 #include "kvq/database.h"
 #include "kvq/error.h"
 #include "rpc.grpc.pb.h"
 #include "support/etcd_cluster.h"
+#include "tools/kvq/bench_args.h"
 #if __has_include("kvq/priority_queue.h")
 #include "kvq/priority_queue.h"
 #include "kvq/subspace.h"

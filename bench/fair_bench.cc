@@ -35,8 +35,8 @@
 #include <thread>
 #include <vector>
 
-#include "tools/kvq/bench_args.h"
 #include "kvq/kvq.h"
+#include "tools/kvq/bench_args.h"
 #include "tools/kvq/cli.h"  // CliError
 #include "tools/kvq/worker_group.h"
 

@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "tools/kvq/bench_args.h"
 #include "kvq/database.h"
 #include "kvq/error.h"
+#include "tools/kvq/bench_args.h"
 
 namespace {
 

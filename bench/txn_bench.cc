@@ -28,11 +28,11 @@
 #include <thread>
 #include <vector>
 
-#include "tools/kvq/bench_args.h"
 #include "kvq/database.h"
 #include "kvq/queue.h"
 #include "kvq/subspace.h"
 #include "kvq/tuple.h"
+#include "tools/kvq/bench_args.h"
 
 namespace {
 

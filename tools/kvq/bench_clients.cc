@@ -9,8 +9,8 @@
 #include <random>
 #include <thread>
 
-#include "tools/kvq/bench_args.h"  // FirstError
 #include "layers/item_store.h"
+#include "tools/kvq/bench_args.h"  // FirstError
 
 namespace kvq::cli {
 namespace {

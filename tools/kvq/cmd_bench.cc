@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "tools/kvq/bench_args.h"
 #include "kvq/kvq.h"
+#include "tools/kvq/bench_args.h"
 #include "tools/kvq/bench_clients.h"
 #include "tools/kvq/commands.h"
 #include "tools/kvq/plot.h"
