@@ -67,7 +67,7 @@ TEST_P(CliPushTest, PushValuesPushesEachValueOnceInOrderDespiteUnknownResults) {
   const auto pushed = values("v", 120);
   // 60 commands of two values (each one push batch: one transaction), so that faults hit some.
   for (std::size_t i = 0; i < pushed.size(); i += 2) {
-    cli::push_values(q, {pushed[i], pushed[i + 1]}, "queue push");
+    cli::push_values(cli::queue_pushers(q), {pushed[i], pushed[i + 1]}, "queue push", false);
   }
   EXPECT_GT(faulty_->injected_applied(), 0u) << "no applied-but-unknown commit was injected";
   EXPECT_EQ(q.size(), static_cast<std::int64_t>(pushed.size()));
@@ -84,7 +84,7 @@ TEST_P(CliPushTest, ConcurrentPushValuesLoseAndDuplicateNothingAndKeepEachClient
       for (int k = 0; k < kCommands; ++k) {
         const std::vector<std::string> some(all.begin() + k * kPerCommand,
                                             all.begin() + (k + 1) * kPerCommand);
-        cli::push_values(q, some, "queue push");
+        cli::push_values(cli::queue_pushers(q), some, "queue push", false);
       }
     });
   }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -79,11 +80,16 @@ std::string parse_int64(const std::string& s, std::int64_t& v) {
 
 }  // namespace
 
+// The validators below leave the number they accept in its canonical decimal form: CLI11's own
+// conversion, which runs after them, reads "010" as octal 8 and "0x10" as 16.
+
 CLI::Validator Int64() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         std::int64_t v = 0;
-        return parse_int64(s, v);
+        std::string error = parse_int64(s, v);
+        if (error.empty()) s = std::to_string(v);
+        return error;
       },
       "INT64");
 }
@@ -92,20 +98,31 @@ CLI::Validator Uint64() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         std::uint64_t v = 0;
-        return parse_integer(s, v, "uint64");
+        std::string error = parse_integer(s, v, "uint64");
+        if (error.empty()) s = std::to_string(v);
+        return error;
       },
       "UINT64");
 }
 
 CLI::Validator AtLeast(std::int64_t min) {
+  return Between(min, std::numeric_limits<std::int64_t>::max());
+}
+
+CLI::Validator Between(std::int64_t min, std::int64_t max) {
+  const std::string name = max == std::numeric_limits<std::int64_t>::max()
+                               ? ">=" + std::to_string(min)
+                               : std::to_string(min) + ".." + std::to_string(max);
   return CLI::Validator(
-      [min](std::string& s) -> std::string {
+      [min, max](std::string& s) -> std::string {
         std::int64_t v = 0;
         std::string error = parse_int64(s, v);
         if (error.empty() && v < min) error = "must be >= " + std::to_string(min) + ", not " + s;
+        if (error.empty() && v > max) error = "must be <= " + std::to_string(max) + ", not " + s;
+        if (error.empty()) s = std::to_string(v);
         return error;
       },
-      ">=" + std::to_string(min));
+      name);
 }
 
 CLI::Validator NonEmpty() {
@@ -270,7 +287,7 @@ void add_pop_flags(CLI::App* pop, PopFlags& flags) {
                    ->check(LongerThanZero());
   auto* count = pop->add_option("--count,-n", flags.count,
                                 "pop up to N values in one transaction, one per line")
-                    ->check(CLI::Range(1, 1'000'000));
+                    ->transform(Between(1, 1'000'000));
   timeout->excludes(wait)->excludes(count);
   raw->excludes(count);  // raw values would run together with nothing between them
 }

@@ -72,6 +72,8 @@ CLI::Validator Uint64();
 CLI::Validator NonEmpty();
 // A decimal int64 >= `min` (messages as Int64(), or "must be >= min, not S").
 CLI::Validator AtLeast(std::int64_t min);
+// A decimal int64 in [min, max] (messages as AtLeast, or "must be <= max, not S").
+CLI::Validator Between(std::int64_t min, std::int64_t max);
 // A duration with a unit (ms, s, m), converted to milliseconds: "500ms", "5s", "2m".
 CLI::Validator DurationMs();
 // After DurationMs(): refuses 0 ("must be longer than 0ms"), for durations where 0 means nothing

@@ -42,7 +42,10 @@ void add_tenant(CLI::App* command, FairArgs& args) {
 }
 
 void add_push(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
-  auto* push = fair->add_subcommand("push", "append each VALUE at the back of TENANT's items");
+  auto* push = fair->add_subcommand(
+      "push",
+      "append each VALUE at the back of TENANT's items, in order, in one transaction (split, in "
+      "order, into several only if the engine cannot take them in one)");
   add_tenant(push, *args);
   push->add_option("value", args->values, "values to push; '-' reads one value from stdin")
       ->required();
@@ -52,7 +55,9 @@ void add_push(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& arg
     FairQueue fq = open_fair(ctx, *args);
     PushOptions options;
     options.delay = std::chrono::milliseconds(args->delay_ms);
-    for (const std::string& v : values) fq.push(args->tenant, v, options);
+    push_values({[&](const std::vector<std::string>& some) { fq.push_batch(args->tenant, some); },
+                 [&](const std::string& value) { fq.push(args->tenant, value, options); }},
+                values, "fair push", args->delay_ms > 0);
     return kExitOk;
   });
 }
@@ -72,7 +77,7 @@ void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairAr
       "take", "lease the next item in fair order; print the token, the tenant, then the value");
   add_vt_option(take, args->vt_ms, "visibility timeout: 500ms, 30s, 5m");
   take->add_option("--max-leased", args->max_leased, "at most this many leased per tenant (0: any)")
-      ->check(AtLeast(0));
+      ->transform(AtLeast(0));
   set_action(take, ctx, [&ctx, args] {
     std::optional<Lease> lease = open_fair(ctx, *args).take(std::chrono::milliseconds(args->vt_ms));
     if (lease) std::cout << lease->token_text() << "\n";
@@ -91,7 +96,7 @@ void add_set_weight(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs
   add_tenant(command, *args);
   command->add_option("weight", args->weight, "turns per round (int64 >= 1)")
       ->required()
-      ->check(AtLeast(1));
+      ->transform(AtLeast(1));
   set_action(command, ctx, [&ctx, args] {
     open_fair(ctx, *args).set_weight(args->tenant, args->weight);
     return kExitOk;

@@ -26,7 +26,9 @@ PriorityQueue open_pq(const Context& ctx, const PqArgs& args) {
 
 void add_push(CLI::App* pq, Context& ctx, std::shared_ptr<PqArgs> args) {
   auto* push = pq->add_subcommand("push", "insert VALUE with --priority P");
-  push->add_option("--priority,-p", args->priority, "priority (int64)")->check(Int64())->required();
+  push->add_option("--priority,-p", args->priority, "priority (int64)")
+      ->transform(Int64())
+      ->required();
   push->add_option("value", args->value, "value to push; '-' reads it from stdin")->required();
   add_delay_option(push, args->delay_ms, "invisible for this long: 500ms, 10s, 1m");
   set_action(push, ctx, [&ctx, args] {

@@ -36,7 +36,7 @@ void add_push(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> args) {
     Queue q = open_queue(ctx, *args);
     PushOptions options;
     options.delay = std::chrono::milliseconds(args->delay_ms);
-    push_values(q, values, "queue push", options);
+    push_values(queue_pushers(q, options), values, "queue push", args->delay_ms > 0);
     return kExitOk;
   });
 }
@@ -76,42 +76,45 @@ void add_size_and_clear(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs
 
 namespace {
 
-// Pushes values[begin, end) with push_batch, halving the range (in order) while the engine cannot
+// Pushes values[begin, end) with `batch`, halving the range (in order) while the engine cannot
 // take it in one transaction. Returns how many values were pushed before an error, via *done.
-void push_range(Queue& queue, const std::vector<std::string>& values, std::size_t begin,
+void push_range(const Pushers& pushers, const std::vector<std::string>& values, std::size_t begin,
                 std::size_t end, std::size_t* done) {
   try {
-    queue.push_batch(std::vector<std::string>(values.begin() + static_cast<std::ptrdiff_t>(begin),
-                                              values.begin() + static_cast<std::ptrdiff_t>(end)));
+    pushers.batch(std::vector<std::string>(values.begin() + static_cast<std::ptrdiff_t>(begin),
+                                           values.begin() + static_cast<std::ptrdiff_t>(end)));
     *done = end;
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTransactionTooLarge || end - begin < 2) throw;
     const std::size_t mid = begin + (end - begin) / 2;
-    push_range(queue, values, begin, mid, done);
-    push_range(queue, values, mid, end, done);
+    push_range(pushers, values, begin, mid, done);
+    push_range(pushers, values, mid, end, done);
   }
 }
 
-// Pushes each value with its own push(value, options): delayed pushes have no batch form.
-void push_each(Queue& queue, const std::vector<std::string>& values, const PushOptions& options,
-               std::size_t* done) {
+// Pushes each value on its own: delayed pushes have no batch form.
+void push_each(const Pushers& pushers, const std::vector<std::string>& values, std::size_t* done) {
   for (const std::string& value : values) {
-    queue.push(value, options);
+    pushers.one(value);
     ++*done;
   }
 }
 
 }  // namespace
 
-void push_values(Queue& queue, const std::vector<std::string>& values, const std::string& command,
-                 const PushOptions& options) {
-  const bool delayed = options.delay.count() > 0 || options.not_before.has_value();
+Pushers queue_pushers(Queue& queue, const PushOptions& options) {
+  return {[&queue](const std::vector<std::string>& some) { queue.push_batch(some); },
+          [&queue, options](const std::string& value) { queue.push(value, options); }};
+}
+
+void push_values(const Pushers& pushers, const std::vector<std::string>& values,
+                 const std::string& command, bool delayed) {
   std::size_t done = 0;
   try {
     if (delayed) {
-      push_each(queue, values, options, &done);
+      push_each(pushers, values, &done);
     } else {
-      push_range(queue, values, 0, values.size(), &done);
+      push_range(pushers, values, 0, values.size(), &done);
     }
   } catch (const Error& e) {
     if (done == 0) throw;

@@ -133,7 +133,7 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}))
       ->capture_default_str();
   sim->add_option("--seed,-s", opts->first_seed, "the first seed (alone: replay this one seed)")
-      ->check(Uint64())
+      ->transform(Uint64())
       ->capture_default_str();
   set_action(sim, ctx, [opts, sim] {
     if (sim->count("--seed") > 0 && sim->count("--seeds") == 0) opts->seeds = 1;

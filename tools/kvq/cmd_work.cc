@@ -108,14 +108,14 @@ std::vector<CLI::App*> add_dead_letter_commands(CLI::App* group, Context& ctx,
                                                 std::shared_ptr<WorkArgs> args) {
   auto* dead = group->add_subcommand(
       "dead-letters", "list dead letters: attempts, priority, reason, value (tab-separated)");
-  dead->add_option("--limit", args->limit, "at most this many")->check(AtLeast(1));
+  dead->add_option("--limit", args->limit, "at most this many")->transform(AtLeast(1));
   dead->add_flag("--json", args->json, "print JSON");
   set_action(dead, ctx, [open, args] {
     return print_dead_letters(open().peek_dead_letters(args->limit), args->json);
   });
   auto* redrive =
       group->add_subcommand("redrive", "move up to N dead letters back; prints how many");
-  redrive->add_option("n", args->count, "how many")->required()->check(AtLeast(0));
+  redrive->add_option("n", args->count, "how many")->required()->transform(AtLeast(0));
   set_action(redrive, ctx, [open, args] {
     std::cout << open().redrive(args->count) << "\n";
     return kExitOk;
@@ -163,7 +163,7 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
       command
           ->add_option("--count,-n", args->take_count,
                        "lease up to N items in one transaction: token and value of each, in order")
-          ->check(CLI::Range(1, 1'000'000));
+          ->transform(Between(1, 1'000'000));
   raw->excludes(count);  // raw values would run into the next token with nothing between them
   command
       ->add_option("--wait", args->wait_ms,

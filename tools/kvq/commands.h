@@ -63,14 +63,24 @@ void add_bench_command(CLI::App& app, Context& ctx);
 // `kvq simulate` (cmd_simulate.cc).
 void add_simulate_command(CLI::App& app, Context& ctx);
 
-// Pushes `values` onto `queue` in order with the layer's idempotent Queue::push_batch (one
-// transaction and retry loop, never inserted twice after commit_unknown_result); if the engine
-// cannot take them in one transaction (etcd's --max-txn-ops), in consecutive batches, halved until
-// they fit. With a delay in `options`, each value is pushed on its own (idempotently too). So
-// values come out in this order. On a kvq::Error throws CliError(kExitError) saying how many values
-// were pushed before it; `command` names the command in that message.
-void push_values(Queue& queue, const std::vector<std::string>& values, const std::string& command,
-                 const PushOptions& options = {});
+// How push_values pushes: `batch` pushes some values in one idempotent transaction (a
+// push_batch), `one` pushes a single value with the command's options (a delayed push).
+struct Pushers {
+  std::function<void(const std::vector<std::string>&)> batch;
+  std::function<void(const std::string&)> one;
+};
+
+// Pushes `values` in order with pushers.batch (one transaction and retry loop, never inserted
+// twice after commit_unknown_result); if the engine cannot take them in one transaction (etcd's
+// --max-txn-ops), in consecutive batches, halved until they fit. If `delayed`, each value is
+// pushed on its own with pushers.one (idempotently too). So values come out in this order. On a
+// kvq::Error throws CliError(kExitError) saying how many values were pushed before it; `command`
+// names the command in that message.
+void push_values(const Pushers& pushers, const std::vector<std::string>& values,
+                 const std::string& command, bool delayed);
+// The pushers of `queue`: Queue::push_batch, and Queue::push(value, options). `queue` must
+// outlive them.
+Pushers queue_pushers(Queue& queue, const PushOptions& options = {});
 
 struct DemoOptions {
   std::string url = "memory:";
