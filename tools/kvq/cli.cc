@@ -279,12 +279,14 @@ void add_pop_flags(CLI::App* pop, PopFlags& flags) {
                       "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
           ->transform(DurationMs())
           ->check(LongerThanZero());
-  auto* wait = pop->add_option("--wait", flags.wait_ms,
-                               "while empty, wait this long for a value (exit 3 if none came): "
-                               "500ms, 5s, 1m; woken by a watch, not polling. Bounds the command: "
-                               "timed_out (exit 1) if no pop could commit by then")
-                   ->transform(DurationMs())
-                   ->check(LongerThanZero());
+  auto* wait =
+      pop->add_option(
+             "--wait", flags.wait_ms,
+             "while empty, wait this long for a value (exit 3 if none came): "
+             "500ms, 5s, 1m; woken by a watch, not polling. Bounds the wait for the first: "
+             "timed_out (exit 1) if no pop could commit by then")
+          ->transform(DurationMs())
+          ->check(LongerThanZero());
   auto* count = pop->add_option("--count,-n", flags.count,
                                 "pop up to N values in one transaction, one per line")
                     ->transform(Between(1, 1'000'000));
@@ -296,14 +298,16 @@ int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
   std::vector<std::string> values;
   const auto count = static_cast<std::size_t>(flags.count);
   if (flags.wait_ms > 0) {
-    const std::chrono::milliseconds wait(flags.wait_ms);
-    if (auto first = fns.wait(wait)) {
-      values.push_back(std::move(*first));
-      if (count > 1) {
-        for (auto& v : fns.batch(count - 1)) values.push_back(std::move(v));
-      }
-    }
-  } else if (count == 1) {
+    const std::optional<std::string> first = fns.wait(std::chrono::milliseconds(flags.wait_ms));
+    if (!first) return print_value(std::nullopt, flags.raw, what);
+    // Printed before the batch: the value is gone from the queue, and the batch may take long
+    // (its commits retried) or be interrupted.
+    print_value(first, flags.raw, what);
+    if (count > 1) values = fns.batch(count - 1);
+    for (const auto& v : values) print_value(v, flags.raw, what);
+    return kExitOk;
+  }
+  if (count == 1) {
     if (auto v = fns.timed(std::chrono::milliseconds(flags.timeout_ms))) values.push_back(*v);
   } else {
     values = fns.batch(count);

@@ -120,8 +120,9 @@ struct PopFns {
 void add_pop_flags(CLI::App* pop, PopFlags& flags);
 // Runs a pop command and prints each value as print_value does; kExitEmpty if none. With --wait
 // the first value is waited for (pop_wait, which throws timed_out if no attempt could commit in
-// time) and up to count - 1 more follow in one pop batch; without, up to count values in one pop
-// batch (count 1: a single pop, with --timeout if given).
+// time) and printed, then up to count - 1 more follow in one pop batch (not bounded by --wait: it
+// retries as a pop without --wait does); without, up to count values in one pop batch (count 1:
+// a single pop, with --timeout if given).
 int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what);
 
 // `j` as one line of JSON, as every --json prints it. Throws nlohmann::json::type_error for a

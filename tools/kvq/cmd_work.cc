@@ -168,7 +168,8 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
   command
       ->add_option("--wait", args->wait_ms,
                    "while none is ready, wait this long for one (exit 3 if none came): 500ms, "
-                   "5s, 1m; woken by a watch, not polling. Bounds the command: timed_out (exit 1) "
+                   "5s, 1m; woken by a watch, not polling. Bounds the wait for the first: "
+                   "timed_out (exit 1) "
                    "if no take could commit by then")
       ->transform(DurationMs())
       ->check(LongerThanZero());
