@@ -66,8 +66,10 @@ std::vector<CLI::App*> add_lease_commands(CLI::App* group, Context& ctx, std::fu
                                           std::shared_ptr<WorkArgs> args) {
   auto* ack = group->add_subcommand("ack", "remove the leased item (lease_lost, exit 1, if gone)");
   add_token_arg(ack, args->token);
+  // Each command reads its token before it opens the database: a malformed token opens nothing.
   set_action(ack, ctx, [open, args] {
-    open().ack(Lease::from_text(args->token));
+    const Lease lease = Lease::from_text(args->token);
+    open().ack(lease);
     return kExitOk;
   });
   auto* nack = group->add_subcommand("nack", "give the leased item back, now or after --delay");
@@ -75,8 +77,8 @@ std::vector<CLI::App*> add_lease_commands(CLI::App* group, Context& ctx, std::fu
   add_delay_option(nack, args->delay_ms, "visible again after this long: 500ms, 5s, 1m");
   nack->add_option("--reason", args->reason, "why (kept if the item goes to the dead letters)");
   set_action(nack, ctx, [open, args] {
-    open().nack(Lease::from_text(args->token), std::chrono::milliseconds(args->delay_ms),
-                args->reason);
+    const Lease lease = Lease::from_text(args->token);
+    open().nack(lease, std::chrono::milliseconds(args->delay_ms), args->reason);
     return kExitOk;
   });
   auto* extend =
@@ -84,9 +86,8 @@ std::vector<CLI::App*> add_lease_commands(CLI::App* group, Context& ctx, std::fu
   add_token_arg(extend, args->token);
   add_vt_option(extend, args->vt_ms, "the lease now runs out this long from now");
   set_action(extend, ctx, [open, args] {
-    std::cout << unix_ms(open().extend(Lease::from_text(args->token),
-                                       std::chrono::milliseconds(args->vt_ms)))
-              << "\n";
+    const Lease lease = Lease::from_text(args->token);
+    std::cout << unix_ms(open().extend(lease, std::chrono::milliseconds(args->vt_ms))) << "\n";
     return kExitOk;
   });
   return {ack, nack, extend};
