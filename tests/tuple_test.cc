@@ -11,6 +11,8 @@
 #include <limits>
 #include <string>
 
+#include "kvq/subspace.h"
+#include "support/error_code.h"
 #include "support/random_tuple.h"
 
 namespace kvq {
@@ -377,6 +379,20 @@ TEST(TupleDecoding, RejectsOverlongAndOutOfRangeUtf8) {
   ExpectInvalid(B({0x02, 0xe4, 0xb8, 0x00}), "invalid UTF-8");  // cut short
   // Byte strings are not checked.
   EXPECT_EQ(Tuple::unpack(B({0x01, 0xc0, 0x80, 0x00})).get_bytes(0).data, B({0xc0, 0x80}));
+}
+
+// pack() refuses what unpack() refuses: a string element that is not UTF-8 (also nested), so
+// that kvq never writes a key it cannot read back (a CLI --name of byte 0xff did, which dump then
+// could not decode). Such bytes go in as Bytes; comparing tuples still works.
+TEST(TupleEncoding, PackRefusesAStringElementThatIsNotUtf8) {
+  const std::string not_utf8 = "ok\xff";
+  EXPECT_EQ(testing::code_of([&] { Tuple().append(not_utf8).pack(); }), ErrorCode::kInvalidTuple);
+  EXPECT_EQ(testing::code_of([&] { Tuple().append(Tuple().append(not_utf8)).pack(); }),
+            ErrorCode::kInvalidTuple);
+  EXPECT_EQ(testing::code_of([&] { Subspace(Tuple().append(not_utf8)); }),
+            ErrorCode::kInvalidTuple);
+  EXPECT_EQ(Tuple::unpack(Tuple().append(Bytes(not_utf8)).pack()).get_bytes(0).data, not_utf8);
+  EXPECT_TRUE(Tuple().append(not_utf8) != Tuple().append(std::string("ok")));
 }
 
 TEST(TupleDecoding, RejectsNestingDeeperThan256) {

@@ -91,8 +91,8 @@ class Tuple {
   // Appends one element and returns *this, for chaining.
   Tuple& append(std::nullptr_t);
   Tuple& append(const Bytes& b);
-  // UTF-8 string; not validated on append or pack, but unpack() refuses invalid UTF-8: append
-  // bytes that may not be UTF-8 as Bytes, or a key kvq writes may not read back.
+  // UTF-8 string; validated by pack() (invalid_tuple), as unpack() does: append bytes that may not
+  // be UTF-8 as Bytes.
   Tuple& append(std::string_view s);
   Tuple& append(const std::string& s);
   Tuple& append(const char* s);
@@ -119,7 +119,7 @@ class Tuple {
   Tuple& extend(const Tuple& other);
 
   // The FoundationDB encoding. Throws invalid_tuple if the tuple holds an incomplete versionstamp
-  // (use pack_with_versionstamp).
+  // (use pack_with_versionstamp) or a string element that is not valid UTF-8.
   std::string pack() const;
   // Appends the encoding of pack() to `out` (no allocation if `out` has room). Same throws as
   // pack(); on a throw `out` may hold part of the encoding.

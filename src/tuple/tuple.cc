@@ -26,7 +26,8 @@ using tuple_codec::Fail;
 
 std::string EncodeElementForCompare(const TupleElement& e) {
   std::string out;
-  tuple_codec::EncodeElements(out, std::vector<TupleElement>{e}, /*allow_incomplete=*/true);
+  tuple_codec::EncodeElements(out, std::vector<TupleElement>{e}, /*allow_incomplete=*/true,
+                              /*check_utf8=*/false);
   return out;
 }
 

@@ -129,9 +129,10 @@ struct EncodeResult {
   std::size_t incomplete_offset = 0;  // offset in `out` of the last one's 10 bytes
 };
 // Appends the encoding of `elements` to `out` (top level, not nested). Throws invalid_tuple for an
-// incomplete versionstamp unless `allow_incomplete`.
+// incomplete versionstamp unless `allow_incomplete`, and if `check_utf8` for a string element that
+// is not valid UTF-8 (the decoder refuses it: kvq would write keys it cannot read back).
 EncodeResult EncodeElements(std::string& out, const std::vector<TupleElement>& elements,
-                            bool allow_incomplete);
+                            bool allow_incomplete, bool check_utf8 = true);
 
 // Offset of the first byte of s that is not part of valid UTF-8 (RFC 3629), or s.size().
 std::size_t FirstInvalidUtf8(std::string_view s);

@@ -1,4 +1,5 @@
 // The tuple encoder: elements to bytes (docs/tuple.md).
+#include <string>
 #include <type_traits>
 #include <variant>
 
@@ -17,8 +18,8 @@ static_assert(std::is_same_v<std::variant_alternative_t<1, TupleElement>, Bytes>
 
 class Encoder {
  public:
-  Encoder(std::string& out, bool allow_incomplete)
-      : out_(out), allow_incomplete_(allow_incomplete) {}
+  Encoder(std::string& out, bool allow_incomplete, bool check_utf8)
+      : out_(out), allow_incomplete_(allow_incomplete), check_utf8_(check_utf8) {}
 
   void EncodeElements(const std::vector<TupleElement>& elements, bool nested) {
     for (const TupleElement& e : elements) EncodeElement(e, nested);
@@ -41,6 +42,12 @@ class Encoder {
     AppendEscaped(out_, b.data);
   }
   void Encode(const std::string& s, bool) {
+    if (check_utf8_) {
+      if (const std::size_t bad = FirstInvalidUtf8(s); bad != s.size()) {
+        Fail("a string element is not valid UTF-8 (byte " + std::to_string(bad) +
+             "); append arbitrary bytes as Bytes");
+      }
+    }
     out_.push_back(static_cast<char>(kStringCode));
     AppendEscaped(out_, s);
   }
@@ -104,6 +111,7 @@ class Encoder {
 
   std::string& out_;
   bool allow_incomplete_;
+  bool check_utf8_;
   int incomplete_count_ = 0;
   std::size_t incomplete_offset_ = 0;
 };
@@ -142,8 +150,8 @@ std::size_t EstimateSize(const std::vector<TupleElement>& elements) {
 }
 
 EncodeResult EncodeElements(std::string& out, const std::vector<TupleElement>& elements,
-                            bool allow_incomplete) {
-  Encoder encoder(out, allow_incomplete);
+                            bool allow_incomplete, bool check_utf8) {
+  Encoder encoder(out, allow_incomplete, check_utf8);
   encoder.EncodeElements(elements, /*nested=*/false);
   return EncodeResult{encoder.incomplete_count(), encoder.incomplete_offset()};
 }
