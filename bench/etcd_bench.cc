@@ -281,18 +281,13 @@ int run_bench(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  // Errors: kvq::Error ("name (code): message"), etcd not starting.
+  return kvq::bench_args::run_main("etcd_bench", kUsage, [&] {
     const Options o = parse_options(argc, argv);
     if (o.help) {
       std::printf("%s", kUsage);
       return 0;
     }
     return run_bench(o);
-  } catch (const kvq::bench_args::UsageError& e) {
-    std::fprintf(stderr, "etcd_bench: %s\n%s", e.what(), kUsage);
-    return 2;
-  } catch (const std::exception& e) {  // kvq::Error ("name (code): message"), etcd not starting
-    std::fprintf(stderr, "etcd_bench: %s\n", e.what());
-    return 1;
-  }
+  });
 }

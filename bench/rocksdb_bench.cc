@@ -160,52 +160,52 @@ Result run_one(const Config& cfg, int clients) {
   return r;
 }
 
+// Prints the rows of `results` (table, or JSON with cfg.json), each with its speed-up over the
+// first.
+void print_results(const Config& cfg, const std::vector<Result>& results) {
+  const double base = results.empty() ? 0 : results.front().rate();
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cfg.json) {
+    std::printf(
+        "{\"benchmark\":\"rocksdb_commit\",\"sync\":%s,\"seconds\":%.3f,\"nproc\":%u,"
+        "\"results\":[",
+        cfg.sync ? "true" : "false", cfg.seconds, cores);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      std::printf(
+          "%s{\"clients\":%d,\"commits\":%llu,\"seconds\":%.3f,\"commits_per_s\":%.1f,"
+          "\"batches\":%llu,\"commits_per_batch\":%.2f,\"mean_latency_us\":%.1f,"
+          "\"p99_latency_us\":%.1f,\"speedup\":%.2f}",
+          i == 0 ? "" : ",", r.clients, static_cast<unsigned long long>(r.commits), r.seconds,
+          r.rate(), static_cast<unsigned long long>(r.batches),
+          r.batches ? static_cast<double>(r.commits) / static_cast<double>(r.batches) : 0.0,
+          r.mean_latency_us, r.p99_latency_us, base > 0 ? r.rate() / base : 0.0);
+    }
+    std::printf("]}\n");
+  } else {
+    std::printf("rocksdb engine, sync=%s, %.1f s per point, nproc=%u, dir=%s\n",
+                cfg.sync ? "true" : "false", cfg.seconds, cores, cfg.dir.c_str());
+    std::printf("%8s %10s %12s %10s %14s %12s %12s %8s\n", "clients", "commits", "commits/s",
+                "batches", "commits/batch", "mean_us", "p99_us", "speedup");
+    for (const Result& r : results) {
+      std::printf("%8d %10llu %12.1f %10llu %14.2f %12.1f %12.1f %8.2f\n", r.clients,
+                  static_cast<unsigned long long>(r.commits), r.rate(),
+                  static_cast<unsigned long long>(r.batches),
+                  r.batches ? static_cast<double>(r.commits) / static_cast<double>(r.batches) : 0.0,
+                  r.mean_latency_us, r.p99_latency_us, base > 0 ? r.rate() / base : 0.0);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  // Errors: kvq::Error ("name (code): message"), the directory.
+  return kvq::bench_args::run_main("rocksdb_bench", kUsage, [&] {
     const Config cfg = parse(argc, argv);
     std::vector<Result> results;
     for (int clients : cfg.clients) results.push_back(run_one(cfg, clients));
-    const double base = results.empty() ? 0 : results.front().rate();
-    const unsigned cores = std::thread::hardware_concurrency();
-    if (cfg.json) {
-      std::printf(
-          "{\"benchmark\":\"rocksdb_commit\",\"sync\":%s,\"seconds\":%.3f,\"nproc\":%u,"
-          "\"results\":[",
-          cfg.sync ? "true" : "false", cfg.seconds, cores);
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        const Result& r = results[i];
-        std::printf(
-            "%s{\"clients\":%d,\"commits\":%llu,\"seconds\":%.3f,\"commits_per_s\":%.1f,"
-            "\"batches\":%llu,\"commits_per_batch\":%.2f,\"mean_latency_us\":%.1f,"
-            "\"p99_latency_us\":%.1f,\"speedup\":%.2f}",
-            i == 0 ? "" : ",", r.clients, static_cast<unsigned long long>(r.commits), r.seconds,
-            r.rate(), static_cast<unsigned long long>(r.batches),
-            r.batches ? static_cast<double>(r.commits) / static_cast<double>(r.batches) : 0.0,
-            r.mean_latency_us, r.p99_latency_us, base > 0 ? r.rate() / base : 0.0);
-      }
-      std::printf("]}\n");
-    } else {
-      std::printf("rocksdb engine, sync=%s, %.1f s per point, nproc=%u, dir=%s\n",
-                  cfg.sync ? "true" : "false", cfg.seconds, cores, cfg.dir.c_str());
-      std::printf("%8s %10s %12s %10s %14s %12s %12s %8s\n", "clients", "commits", "commits/s",
-                  "batches", "commits/batch", "mean_us", "p99_us", "speedup");
-      for (const Result& r : results) {
-        std::printf(
-            "%8d %10llu %12.1f %10llu %14.2f %12.1f %12.1f %8.2f\n", r.clients,
-            static_cast<unsigned long long>(r.commits), r.rate(),
-            static_cast<unsigned long long>(r.batches),
-            r.batches ? static_cast<double>(r.commits) / static_cast<double>(r.batches) : 0.0,
-            r.mean_latency_us, r.p99_latency_us, base > 0 ? r.rate() / base : 0.0);
-      }
-    }
+    print_results(cfg, results);
     return 0;
-  } catch (const kvq::bench_args::UsageError& e) {
-    std::fprintf(stderr, "rocksdb_bench: %s\n%s", e.what(), kUsage);
-    return 2;
-  } catch (const std::exception& e) {  // kvq::Error ("name (code): message"), the directory
-    std::fprintf(stderr, "rocksdb_bench: %s\n", e.what());
-    return 1;
-  }
+  });
 }

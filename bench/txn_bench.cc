@@ -227,7 +227,7 @@ void print_results(const Options& o, const std::vector<Result>& results) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return kvq::bench_args::run_main("txn_bench", kUsage, [&] {
     const Options o = parse_options(argc, argv);
     if (o.help) {
       std::printf("%s", kUsage);
@@ -237,11 +237,5 @@ int main(int argc, char** argv) {
     if (o.pops) return run_pops(o.url);
     print_results(o, measure_all(o));
     return 0;
-  } catch (const kvq::bench_args::UsageError& e) {
-    std::fprintf(stderr, "txn_bench: %s\n%s", e.what(), kUsage);
-    return 2;
-  } catch (const std::exception& e) {  // kvq::Error: "name (code): message"
-    std::fprintf(stderr, "txn_bench: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -4,7 +4,8 @@
 //     no sign '+', spaces or trailing text, no inf or nan), range-checked, errors naming the
 //     argument;
 //   - opening the database URL an argument names, a malformed URL being a usage error;
-//   - FirstError: the first exception of a group of client threads, rethrown after they joined.
+//   - FirstError: the first exception of a group of client threads, rethrown after they joined;
+//   - run_main: a program's errors as one line on stderr and its exit status.
 //
 //   const double seconds = kvq::bench_args::parse_number("--seconds", text, 0.01, 3600);
 //   // UsageError: "--seconds: '2x' is not a decimal number"; main prints it and exits 2.
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -176,6 +178,21 @@ class FirstError {
   std::mutex mu_;
   std::exception_ptr first_;
 };
+
+// A benchmark program's main: returns body()'s exit status, and turns what it throws into one:
+// a UsageError is "PROGRAM: message" and `usage` on stderr (exit 2), any other exception (a
+// kvq::Error: "name (code): message") "PROGRAM: message" (exit 1).
+inline int run_main(const char* program, const char* usage, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: %s\n%s", program, e.what(), usage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
+}
 
 // Sleeps for `seconds`, or until `stop` is set (a client thread failed): polls every 10 ms.
 inline void sleep_unless_stopped(const std::atomic<bool>& stop, double seconds) {
