@@ -238,11 +238,13 @@ TEST(Combiner, ALeaderGathersTheLastGroupsThreadsBeforeAServeThatWaits) {
   EXPECT_EQ(served.load(), kThreads * kEach);
   EXPECT_EQ(c.requests(), static_cast<std::size_t>(kThreads * kEach));
   const double per_group = static_cast<double>(c.requests()) / static_cast<double>(c.groups());
-  EXPECT_GE(per_group, 6.0) << c.groups() << " groups";
+  // 5, not nearer 8: a thread descheduled for over the gap on a loaded machine cuts one gathering
+  // short, and the two alternating groups of no gathering make about 4.
+  EXPECT_GE(per_group, 5.0) << c.groups() << " groups";
 }
 
-// A combiner whose first two groups (of 1, then of 2) each take 300 ms to serve, and whose serves
-// are instant afterwards: it would then gather for 150 ms (half the 300 ms the second serve was
+// A combiner whose first two groups (of 1, then of 2) each take 600 ms to serve, and whose serves
+// are instant afterwards: it would then gather for 300 ms (half the 600 ms the second serve was
 // blocked; the first is not measured), gather_max_wait (10 s) permitting, and gather_gap.
 struct AfterTwoSlowGroups {
   explicit AfterTwoSlowGroups(std::chrono::microseconds gather_gap)
@@ -273,7 +275,7 @@ struct AfterTwoSlowGroups {
   Combiner c;
   std::atomic<bool> slow{true};
   const Combiner::Serve serve = [this](std::vector<Request*>&) {
-    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(600));
   };
 };
 
@@ -284,7 +286,8 @@ TEST(Combiner, ALeaderStopsGatheringWhenNobodyQueuesWithinTheGap) {
   f.serve_slow_groups();
   ASSERT_EQ(f.c.groups(), 2u);  // of 1, then of 2
   Add alone;
-  EXPECT_LT(f.submit_timed(alone), std::chrono::milliseconds(75));
+  // A gathering would take 300 ms; the bound leaves room for a loaded machine's scheduling.
+  EXPECT_LT(f.submit_timed(alone), std::chrono::milliseconds(200));
 }
 
 // A request with a deadline (a wait with a timeout) is never held for gathering, however slow the
@@ -295,7 +298,7 @@ TEST(Combiner, ARequestWithADeadlineIsNotHeldToGatherOthers) {
   ASSERT_EQ(f.c.groups(), 2u);  // of 1, then of 2
   Add timed;
   timed.deadline = common::clock().steady_now() + std::chrono::seconds(5);
-  EXPECT_LT(f.submit_timed(timed), std::chrono::milliseconds(75));
+  EXPECT_LT(f.submit_timed(timed), std::chrono::milliseconds(200));  // gathering: 300
 }
 
 // Wakeup::poll_for returns true once post() came (before or during the poll) and false when the

@@ -135,8 +135,10 @@ class CuedEngine final : public engine::Engine {
   CuedEngine(std::shared_ptr<engine::Engine> base, std::size_t max_bytes)
       : base_(std::move(base)), max_bytes_(max_bytes) {}
   std::unique_ptr<engine::Session> begin() override {
-    return std::make_unique<CuedSession>(base_->begin());
+    return std::make_unique<CuedSession>(base_->begin(), &slow_started_);
   }
+  // Whether a commit of a "SLOW" value has begun its 300 ms.
+  bool slow_started() const { return slow_started_.load(); }
   void watch(std::string key, std::optional<std::string> value_seen, Version version,
              std::shared_ptr<detail::WatchState> state) override {
     base_->watch(std::move(key), std::move(value_seen), version, std::move(state));
@@ -147,7 +149,8 @@ class CuedEngine final : public engine::Engine {
  private:
   class CuedSession final : public engine::Session {
    public:
-    explicit CuedSession(std::unique_ptr<engine::Session> base) : base_(std::move(base)) {}
+    CuedSession(std::unique_ptr<engine::Session> base, std::atomic<bool>* slow_started)
+        : base_(std::move(base)), slow_started_(slow_started) {}
     Version read_version() override { return base_->read_version(); }
     std::optional<std::string> get(std::string_view key) override { return base_->get(key); }
     std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
@@ -156,8 +159,10 @@ class CuedEngine final : public engine::Engine {
     }
     engine::CommitResult commit(engine::CommitRequest request) override {
       for (const engine::Mutation& m : request.mutations) {
-        if (m.param2.starts_with("SLOW"))
+        if (m.param2.starts_with("SLOW")) {
+          slow_started_->store(true);
           std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
         if (m.param2.starts_with("DOWN")) throw Error(ErrorCode::kConnectionFailed, "cued: down");
       }
       return base_->commit(std::move(request));
@@ -165,10 +170,12 @@ class CuedEngine final : public engine::Engine {
 
    private:
     std::unique_ptr<engine::Session> base_;
+    std::atomic<bool>* slow_started_;
   };
 
   std::shared_ptr<engine::Engine> base_;
   std::size_t max_bytes_;
+  std::atomic<bool> slow_started_{false};
 };
 
 // A combined group too large for one transaction is pushed in halves. A half that then fails
@@ -179,8 +186,8 @@ class CuedEngine final : public engine::Engine {
 // review in session 23.
 TEST(CombiningFaults, AFailingHalfOfAGroupFailsOnlyItsOwnPushes) {
   auto base = open("memory:");
-  auto db = std::make_shared<Database>(std::make_shared<CuedEngine>(base->engine(), 15000),
-                                       "cued-memory:");
+  auto cued = std::make_shared<CuedEngine>(base->engine(), 15000);
+  auto db = std::make_shared<Database>(cued, "cued-memory:");
   QueueOptions o;
   o.combine = true;
   Queue q(db, Subspace(Tuple().append("halves")), o);
@@ -195,7 +202,7 @@ TEST(CombiningFaults, AFailingHalfOfAGroupFailsOnlyItsOwnPushes) {
   };
   std::string slow, good, down;
   std::thread leader([&] { slow = push("SLOW"); });  // leads alone for 300 ms
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (!cued->slow_started()) std::this_thread::yield();
   std::thread first([&] { good = push("good" + std::string(3500, 'x')); });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::thread second([&] { down = push("DOWN" + std::string(3500, 'x')); });

@@ -233,11 +233,11 @@ TEST_P(WorkQueueTest, NackPutsTheItemBackInFrontOrLaterAtTheBack) {
   EXPECT_EQ(a2->value, "a");
   EXPECT_EQ(a2->attempt, 2);
   EXPECT_EQ(code_of([&] { q.ack(*a); }), ErrorCode::kLeaseLost);
-  q.nack(*a2, 150ms);
+  q.nack(*a2, 1s);
   EXPECT_EQ(q.stats().delayed, 1);
   EXPECT_EQ(q.pop(), "b");
-  EXPECT_EQ(q.pop(), std::nullopt);  // "a" is not due yet (well within 150 ms here)
-  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(q.pop(), std::nullopt);  // "a" is not due yet (well within 1 s here)
+  std::this_thread::sleep_for(1100ms);
   auto a3 = q.take(30s);
   ASSERT_TRUE(a3);
   EXPECT_EQ(a3->value, "a");
@@ -537,11 +537,11 @@ TEST_P(WorkQueueTest, PriorityQueueTakesInPopOrderAndReturnsExpiredLeasesToTheir
 
 TEST_P(WorkQueueTest, PriorityQueueDelayedItemsComeDueAtTheirPriority) {
   PriorityQueue pq = make_pq(max_attempts(1));
-  pq.push("late-low", 1, after(100ms));
+  pq.push("late-low", 1, after(1s));
   pq.push("mid", 5);
-  EXPECT_EQ(pq.pop_min(), "mid");
+  EXPECT_EQ(pq.pop_min(), "mid");  // "late-low" is not due yet (well within 1 s here)
   pq.push("mid", 5);
-  std::this_thread::sleep_for(150ms);
+  std::this_thread::sleep_for(1100ms);
   auto l = pq.take_min(30s);
   ASSERT_TRUE(l);
   EXPECT_EQ(l->value, "late-low");
