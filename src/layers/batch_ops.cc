@@ -82,11 +82,9 @@ void ItemStore::push_batch(std::span<const PushItem> items) {
 
 // ---- pop batches ---------------------------------------------------------------------------
 
-// Due timers first, then the items (fitting.h).
 std::size_t ItemStore::consume_fitting(Transaction& tr, Side side, std::size_t n,
                                        ShortBatch short_batch,
                                        const std::function<void(KeyValue&)>& consume) {
-  release_due_before_end(tr, side);
   return detail::consume_fitting(tr, items_, db_->limits(), side, n, short_batch, consume);
 }
 
@@ -107,7 +105,7 @@ std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::s
 std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n,
                                               ShortBatch short_batch) {
   if (n == 0) return {};
-  serve_waiting_pops(tr, side);  // no overtaking of waiting high-contention pops
+  release_due_and_serve_waiting(tr, side);  // no overtaking of waiting high-contention pops
   return pop_fitting(tr, side, n, short_batch);
 }
 
@@ -123,7 +121,10 @@ std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n, ShortBat
 std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std::size_t n) {
   return try_marked_once(
       *db_, markers_, [&](Transaction& tr) -> std::optional<std::vector<std::string>> {
+        const std::int64_t now = now_us();
+        hint_due_and_end(tr, side, now, contention::point_read(staged_->keys().waiting()));
         if (staged_->requests_waiting(tr)) return std::nullopt;
+        work_.release_due(tr, now);
         std::vector<std::string> got = pop_fitting(tr, side, n, ShortBatch::kSaysNothing);
         if (got.empty() && staged_->has_abandoned(tr)) return std::nullopt;
         return got;
@@ -137,6 +138,7 @@ std::vector<Lease> ItemStore::take_batch(Transaction& tr, Side side, std::size_t
   const std::int64_t vt_us = WorkItems::lease_us(vt);
   std::vector<Lease> out;
   if (n == 0) return out;
+  release_due_before_end(tr, side);
   consume_fitting(tr, side, n, ShortBatch::kMeansNoMore,
                   [&](KeyValue& kv) { out.push_back(work_.lease(tr, kv, vt_us)); });
   work_.count_taken(tr, out.size());

@@ -47,7 +47,9 @@ ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptio
     // get them first (a later pop's own move would hand them to it).
     staged_ = std::make_unique<contention::StagedPops>(
         db_, control_, items_, options_.contention, markers_, contention::Refill{},
-        [this](Transaction& tr) { work_.release_due(tr, now_us()); });
+        contention::DueTimers{
+            [this](std::int64_t now) { return work_.due_read(now); },
+            [this](Transaction& tr, std::int64_t now) { work_.release_due(tr, now); }});
   }
   if (options_.combine) combined_ = std::make_unique<CombinedOps>(*this);
 }
@@ -102,16 +104,25 @@ std::optional<KeyValue> ItemStore::end_item(Transaction& tr, Side side, bool sna
 
 void ItemStore::release_due_before_end(Transaction& tr, Side side) {
   const std::int64_t now = now_us();
-  if (hint_reads_) {
-    const contention::OwnedRead reads[] = {
-        work_.due_read(now), contention::first_end_read(items_, side, 1, /*snapshot=*/false)};
-    contention::prefetch(tr, reads);
-  }
+  hint_due_and_end(tr, side, now);
   work_.release_due(tr, now);  // expired leases and due delayed items first (work_items.h)
+}
+
+void ItemStore::hint_due_and_end(Transaction& tr, Side side, std::int64_t now,
+                                 std::optional<contention::OwnedRead> also) {
+  if (!hint_reads_) return;
+  std::vector<contention::OwnedRead> reads = {
+      work_.due_read(now), contention::first_end_read(items_, side, 1, /*snapshot=*/false)};
+  if (also) reads.push_back(std::move(*also));
+  contention::prefetch(tr, reads);
 }
 
 std::optional<std::string> ItemStore::pop_plain(Transaction& tr, Side side) {
   release_due_before_end(tr, side);
+  return pop_end(tr, side);
+}
+
+std::optional<std::string> ItemStore::pop_end(Transaction& tr, Side side) {
   auto kv = end_item(tr, side, false);
   if (!kv) return std::nullopt;
   tr.clear(kv->key);
@@ -140,14 +151,13 @@ void ItemStore::clear(Transaction& tr) {
 }
 
 std::optional<std::string> ItemStore::pop(Transaction& tr, Side side) {
-  serve_waiting_pops(tr, side);
-  return pop_plain(tr, side);
+  release_due_and_serve_waiting(tr, side);
+  return pop_end(tr, side);
 }
 
-void ItemStore::serve_waiting_pops(Transaction& tr, Side side) {
-  if (!staged_) return;
-  release_due_before_end(tr, side);  // the waiting pops get what came due, not this one
-  staged_->serve_all(tr);
+void ItemStore::release_due_and_serve_waiting(Transaction& tr, Side side) {
+  release_due_before_end(tr, side);
+  if (staged_) staged_->serve_all(tr);  // the waiting pops get what came due, not this one
 }
 
 // A combined pop's group, or a plain pop's transaction, ends by the timeout; the high-contention

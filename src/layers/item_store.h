@@ -154,9 +154,9 @@ class ItemStore {
   void write_batch(Transaction& tr, std::span<const PushItem> items,
                    const std::vector<std::string>& randoms);
   void check_fits(Transaction& tr, std::size_t count);
-  // Moves due timers (release_due_before_end), then calls consume(kv) on up to `n` items from
-  // `side` (consume clears or moves each) and takes them off the size counter; returns how many
-  // (fitting.h).
+  // Calls consume(kv) on up to `n` items from `side` (consume clears or moves each) and takes
+  // them off the size counter; returns how many (fitting.h). Due timers are the caller's
+  // (release_due_before_end first).
   std::size_t consume_fitting(Transaction& tr, Side side, std::size_t n, ShortBatch short_batch,
                               const std::function<void(KeyValue&)>& consume);
   std::vector<std::string> pop_fitting(Transaction& tr, Side side, std::size_t n,
@@ -168,15 +168,22 @@ class ItemStore {
   // attempts, bounded by the earliest timer's due time (waiting.cc).
   void wait_for_item(std::string_view name, Side side, std::chrono::milliseconds timeout,
                      const std::function<bool(std::chrono::milliseconds)>& attempt);
-  // In high-contention mode (else nothing): moves due timers, then answers the waiting requests
-  // (StagedPops::serve_all), so that a pop in `tr` after this overtakes none of them.
-  void serve_waiting_pops(Transaction& tr, Side side);
+  // Moves due timers (release_due_before_end), then in high-contention mode answers the waiting
+  // requests (StagedPops::serve_all), so that a pop in `tr` after this overtakes none of them.
+  void release_due_and_serve_waiting(Transaction& tr, Side side);
   // Moves due timers (WorkItems::release_due) before a read of the item at `side`: the timers'
   // read and that read's first part go to the engine together if reads take round trips
   // (Transaction::prefetch: one round trip on etcd instead of two).
   void release_due_before_end(Transaction& tr, Side side);
+  // The first reads of a pop at `side` at `now` (µs): the due timers' and the end's, and `also`,
+  // handed to Transaction::prefetch together if reads take round trips (else nothing).
+  void hint_due_and_end(Transaction& tr, Side side, std::int64_t now,
+                        std::optional<contention::OwnedRead> also = std::nullopt);
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
+  // Moves due timers, then pops the item at `side` (pop_end).
   std::optional<std::string> pop_plain(Transaction& tr, Side side);
+  // Pops the item at `side` (a read with a conflict); due timers are the caller's.
+  std::optional<std::string> pop_end(Transaction& tr, Side side);
   std::optional<std::string> pop_staged(Side side, std::chrono::milliseconds timeout);
   Fast pop_fast(Side side);
 

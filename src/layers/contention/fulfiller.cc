@@ -4,6 +4,7 @@
 #include <set>
 
 #include "client/transaction_access.h"
+#include "common/clock.h"
 #include "kvq/error.h"
 #include "layers/contention/end_windows.h"
 #include "layers/contention/owned_read.h"
@@ -12,7 +13,8 @@ namespace kvq::contention {
 
 struct Fulfiller::Batch {
   const std::string* me = nullptr;  // the leased fulfiller's own request id
-  std::int64_t now = 0;
+  std::int64_t now = 0;             // unix ms, when the batch began
+  std::int64_t now_us = 0;          // the same, in µs: due timers are moved up to it
   std::vector<Request> reqs;
   std::size_t cap = 0;       // requests this batch may consume at most
   std::size_t consumed = 0;  // requests answered, expired or dropped, from the front of reqs
@@ -32,23 +34,23 @@ struct Fulfiller::Batch {
 };
 
 Fulfiller::Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
-                     TransactionLimits limits, bool hint_reads, Refill refill,
-                     ReleaseDue release_due)
+                     TransactionLimits limits, bool hint_reads, Refill refill, DueTimers due)
     : keys_(keys),
       items_(std::move(items)),
       options_(options),
       limits_(limits),
       hint_reads_(hint_reads),
       refill_(std::move(refill)),
-      release_due_(std::move(release_due)) {}
+      due_(std::move(due)) {}
 
 Fulfiller::Result Fulfiller::leased_batch(Transaction& tr, const std::string& me,
                                           bool hand_off_newest) {
   Result r;
   Batch b;
   b.me = &me;
-  b.now = now_ms();
-  if (hint_reads_) hint_batch_reads(tr, me, b.now);
+  b.now_us = common::wall_now_us();
+  b.now = b.now_us / 1000;
+  if (hint_reads_) hint_batch_reads(tr, b);
   if (!holds_lease(tr, me, b.now, &r)) return r;
   reclaim_abandoned(tr, b.now, &r);
   // A snapshot read plus read conflicts on exactly the requests this batch answers: requests
@@ -66,7 +68,7 @@ Fulfiller::Result Fulfiller::leased_batch(Transaction& tr, const std::string& me
   // meanwhile. After such a conflict, leave the newest request for the lease hand-off instead, so
   // that a steady stream of registrations cannot starve the fulfiller.
   if (hand_off_newest && b.reqs.size() <= b.cap && b.cap >= 2) --b.cap;
-  if (release_due_) release_due_(tr);
+  if (due_.release) due_.release(tr, b.now_us);
   serve_requests(tr, b, &r);
   finish_leased(tr, b, me, &r);
   return r;
@@ -97,14 +99,15 @@ void Fulfiller::serve_all(Transaction& tr) {
   if (any) tr.clear(keys_.lease());
 }
 
-void Fulfiller::hint_batch_reads(Transaction& tr, const std::string& me, std::int64_t now) {
-  const OwnedRead reads[] = {
-      point_read(keys_.slot(me)),
+void Fulfiller::hint_batch_reads(Transaction& tr, const Batch& b) {
+  std::vector<OwnedRead> reads = {
+      point_read(keys_.slot(*b.me)),
       point_read(keys_.lease()),
       {keys_.slot_begin(),
-       keys_.slot_before(now - options_.request_ttl.count()),
+       keys_.slot_before(b.now - options_.request_ttl.count()),
        {.limit = kReclaimPerBatch}},
       {keys_.req_begin(), keys_.req_end(), {.limit = options_.batch_size + 1}}};
+  if (due_.read) reads.push_back(due_.read(b.now_us));
   prefetch(tr, reads);
 }
 

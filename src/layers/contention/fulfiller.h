@@ -29,6 +29,7 @@
 #include "kvq/database.h"
 #include "kvq/queue.h"
 #include "layers/contention/control.h"
+#include "layers/contention/owned_read.h"
 
 namespace kvq::contention {
 
@@ -45,10 +46,16 @@ struct Refilled {
 using Refill =
     std::function<Refilled(Transaction& tr, std::size_t n, const TransactionLimits& room)>;
 
-// Makes ready, in `tr`, the items that have become ready without a push (a work queue's due
-// timers: expired leases, due delayed items), before a batch reads the ends: the requests waiting
+// The items that become ready without a push (a work queue's due timers: expired leases, due
+// delayed items). A batch makes them ready before it reads the ends, so that the requests waiting
 // longest get them, as the next pop would.
-using ReleaseDue = std::function<void(Transaction& tr)>;
+struct DueTimers {
+  // The read that finds the timers due by `now_us`: a batch hands it to Transaction::prefetch
+  // with its first reads (one round trip on etcd, not two).
+  std::function<OwnedRead(std::int64_t now_us)> read;
+  // Makes the timers due by `now_us` ready in `tr`, making the read above.
+  std::function<void(Transaction& tr, std::int64_t now_us)> release;
+};
 
 class Fulfiller {
  public:
@@ -66,12 +73,11 @@ class Fulfiller {
     bool items_ran_short = false;
   };
 
-  // `keys` must outlive the Fulfiller. `refill`, `release_due` (optional): see Refill, ReleaseDue.
+  // `keys` must outlive the Fulfiller. `refill`, `due` (optional): see Refill, DueTimers.
   // With `hint_reads` (Database::reads_take_round_trips), a batch hands its first reads to
   // Transaction::prefetch.
   Fulfiller(const ControlKeys& keys, ItemRange items, HighContentionOptions options,
-            TransactionLimits limits, bool hint_reads, Refill refill = {},
-            ReleaseDue release_due = {});
+            TransactionLimits limits, bool hint_reads, Refill refill = {}, DueTimers due = {});
 
   // One batch under the fulfiller lease, for the waiting popper `me`: proceeds only if the lease is
   // free, expired, ours or handed to us; renews it, and hands it on once our request is served
@@ -123,8 +129,8 @@ class Fulfiller {
   struct Batch;
 
   // Tells `tr` the reads leased_batch makes before it serves (our slot, the lease, the abandoned
-  // slots and the requests): one round trip on etcd instead of four.
-  void hint_batch_reads(Transaction& tr, const std::string& me, std::int64_t now);
+  // slots, the requests and the due timers): one round trip on etcd instead of five.
+  void hint_batch_reads(Transaction& tr, const Batch& b);
   bool holds_lease(Transaction& tr, const std::string& me, std::int64_t now, Result* r);
   std::vector<Request> read_requests(Transaction& tr);
   void reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r);
@@ -160,7 +166,7 @@ class Fulfiller {
   TransactionLimits limits_;
   bool hint_reads_;
   Refill refill_;
-  ReleaseDue release_due_;
+  DueTimers due_;
   // Operations the refill took per item it staged, last measured (engines that bound them).
   std::atomic<std::size_t> refill_item_ops_{8};
 };

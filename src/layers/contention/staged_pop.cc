@@ -57,14 +57,14 @@ void count_batch(const Fulfiller::Result& r, int attempts) {
 
 StagedPops::StagedPops(std::shared_ptr<Database> db, const Subspace& control, ItemRange items,
                        HighContentionOptions options, detail::Markers& markers, Refill refill,
-                       ReleaseDue release_due)
+                       DueTimers due)
     : db_(std::move(db)),
       keys_(control),
       options_(options),
       markers_(markers),
       hint_reads_(db_->reads_take_round_trips()),
       fulfiller_(keys_, std::move(items), options, db_->limits(), hint_reads_, std::move(refill),
-                 std::move(release_due)) {}
+                 std::move(due)) {}
 
 std::optional<std::string> StagedPops::pop(Side side, Clock::time_point deadline) {
   std::vector<std::string> got = pop_many(side, 1, deadline);

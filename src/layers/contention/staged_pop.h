@@ -39,10 +39,10 @@ class StagedPops {
   // Requests under `control` (subspace + ("kvq",)) of the structure whose items are `items`.
   // `markers`: the structure's idempotency markers (they must outlive this object), with which
   // every transaction of a staged pop learns after commit_unknown_result whether it took effect.
-  // `refill`, `release_due` (optional): the fulfiller's (fulfiller.h).
+  // `refill`, `due` (optional): the fulfiller's (fulfiller.h).
   StagedPops(std::shared_ptr<Database> db, const Subspace& control, ItemRange items,
              HighContentionOptions options, detail::Markers& markers, Refill refill = {},
-             ReleaseDue release_due = {});
+             DueTimers due = {});
   StagedPops(const StagedPops&) = delete;
   StagedPops& operator=(const StagedPops&) = delete;
 
