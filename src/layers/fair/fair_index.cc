@@ -25,15 +25,24 @@ constexpr RangeOptions kDueRead{.limit = FairIndex::kFilePerOp, .snapshot = true
 
 }  // namespace
 
-void FairIndex::file_due(Transaction& tr) const {
-  const KeyRange due = keys_.wakes_due(now_us());
-  file_wakes(tr, tr.get_range(due.begin, due.end, kDueRead));
+void FairIndex::file_due(Transaction& tr, std::int64_t now_us) const {
+  const contention::OwnedRead due = due_read(now_us);
+  file_wakes(tr, tr.get_range(due.begin, due.end, due.options));
+}
+
+contention::OwnedRead FairIndex::due_read(std::int64_t now_us) const {
+  KeyRange due = keys_.wakes_due(now_us);
+  return {std::move(due.begin), std::move(due.end), kDueRead};
+}
+
+contention::OwnedRead FairIndex::window_read(int n) const {
+  KeyRange ring = keys_.ring_range();
+  return {std::move(ring.begin), std::move(ring.end), {.limit = n}};
 }
 
 std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr) const {
-  const KeyRange due = keys_.wakes_due(now_us());
-  const KeyRange ring = keys_.ring_range();
-  const RangeRead reads[] = {{due.begin, due.end, kDueRead}, {ring.begin, ring.end, {.limit = 2}}};
+  const contention::OwnedRead due = due_read(now_us()), ring = window_read(2);
+  const RangeRead reads[] = {due.view(), ring.view()};
   std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
   // Tenants filed go to the back of the ring, after every entry read: they change the head only
   // of a ring that held fewer than two entries.
@@ -91,10 +100,8 @@ std::optional<FairIndex::Head> FairIndex::head_of(std::vector<KeyValue> two) con
 }
 
 std::vector<KeyValue> FairIndex::first(Transaction& tr, int n) const {
-  const KeyRange ring = keys_.ring_range();
-  RangeOptions limited;
-  limited.limit = n;
-  return tr.get_range(ring.begin, ring.end, limited);
+  const contention::OwnedRead ring = window_read(n);
+  return tr.get_range(ring.begin, ring.end, ring.options);
 }
 
 void FairIndex::retire(Transaction& tr, const RingEntry& entry) const {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kvq/database.h"
+#include "layers/contention/owned_read.h"
 #include "layers/fair/fair_keys.h"
 
 namespace kvq::detail {
@@ -36,9 +37,12 @@ class FairIndex {
   // Blind clear of a wake-up written by wake(tr, tenant, due_us, id).
   void cancel_wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
                    std::string_view id) const;
-  // Files the tenants of up to kFilePerOp due wake-ups at the back of the ring (unless filed
-  // already) and clears those wake-ups.
-  void file_due(Transaction& tr) const;
+  // Files the tenants of up to kFilePerOp wake-ups due by `now_us` at the back of the ring
+  // (unless filed already) and clears those wake-ups.
+  void file_due(Transaction& tr, std::int64_t now_us) const;
+  // The first read of file_due(tr, now_us), and of window(tr, n) (for Transaction::prefetch).
+  contention::OwnedRead due_read(std::int64_t now_us) const;
+  contention::OwnedRead window_read(int n) const;
   // The ring's first `n` (>= 1) entries in turn order, read with a read conflict (two pops of one
   // turn conflict; on the whole ring if it holds fewer: then no tenant can be filed meanwhile
   // without a conflict, and one entry read when more were asked for is alone in the ring).

@@ -13,6 +13,7 @@
 #include "layers/contention/marked_run.h"
 #include "layers/contention/stats.h"
 #include "layers/fair/fair_state.h"
+#include "layers/item_keys.h"
 
 namespace kvq::detail {
 
@@ -28,11 +29,14 @@ contention::ItemRange FairState::staging_range() const {
   return range;
 }
 
+contention::OwnedRead FairState::staged_read(std::size_t n) const {
+  return {staging_.begin, staging_.end, {.limit = contention::range_limit(n)}};
+}
+
 std::vector<FairItem> FairState::take_staged(Transaction& tr, std::size_t n) {
-  RangeOptions first;
-  first.limit = contention::range_limit(n);
+  const contention::OwnedRead first = staged_read(n);
   std::vector<FairItem> out;
-  for (KeyValue& kv : tr.get_range(staging_.begin, staging_.end, first)) {
+  for (KeyValue& kv : tr.get_range(first.begin, first.end, first.options)) {
     tr.clear(kv.key);
     out.push_back(FairItem{keys_.staged_tenant(kv.key), std::move(kv.value)});
   }
@@ -44,12 +48,12 @@ contention::Refilled FairState::stage_turns(Transaction& tr, std::size_t n,
                                             const TransactionLimits& room) {
   contention::Refilled out;
   const std::int64_t version = tr.get_read_version();
-  std::vector<std::optional<FairItem>> turns = turns_that_fit(tr, n, room);
+  std::vector<std::optional<FairItem>> turns = turns_that_fit(tr, n, room, now_us());
   // A pass that found no turn only retired kRetirePerTransaction emptied tenants: go on while
   // `room` allows, or the requests would wait behind them (and a composed pop, which serves them
   // first, would take the next turn itself).
   while (turns.empty() && tr.usage().operations + retire_pass_ops(n) <= room.max_operations) {
-    turns = turns_that_fit(tr, n, room);
+    turns = turns_that_fit(tr, n, room, now_us());
   }
   for (std::optional<FairItem>& item : turns) {
     if (!item) {  // no tenant has a ready item left
@@ -87,8 +91,10 @@ std::vector<std::optional<FairItem>> FairState::contended_pops(std::size_t n,
 std::optional<std::vector<std::optional<FairItem>>> FairState::pops_fast(std::size_t n) {
   using Out = std::optional<std::vector<std::optional<FairItem>>>;
   return try_marked_once(*db_, markers_, [&](Transaction& tr) -> Out {
+    const std::int64_t now = now_us();
+    hint_pop_reads(tr, n, now, contention::point_read(staged_->keys().waiting()));
     if (staged_->requests_waiting(tr)) return std::nullopt;
-    std::vector<std::optional<FairItem>> got = pops_that_fit(tr, n);
+    std::vector<std::optional<FairItem>> got = pops_that_fit(tr, n, now);
     const bool nothing_ready = !got.empty() && !got.front();
     if (nothing_ready && staged_->has_abandoned(tr)) return std::nullopt;
     return got;

@@ -251,7 +251,13 @@ void FairState::serve_pops(std::vector<combining::Request*>& group) {
         while (items.empty()) {
           TransactionOptions options;
           options.timeout = common::timeout_until(deadline);
-          items = run_marked([&](Transaction& tr) { return pops_that_fit(tr, n); }, options);
+          items = run_marked(
+              [&](Transaction& tr) {
+                const std::int64_t now = now_us();
+                hint_pop_reads(tr, n, now);
+                return pops_that_fit(tr, n, now);
+              },
+              options);
         }
         for (std::size_t i = 0; i < items.size(); ++i) {
           static_cast<PopRequest*>(pending[i])->item = std::move(items[i]);
@@ -260,23 +266,35 @@ void FairState::serve_pops(std::vector<combining::Request*>& group) {
       });
 }
 
-std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, std::size_t n) {
+void FairState::hint_pop_reads(Transaction& tr, std::size_t n, std::int64_t now,
+                               std::optional<contention::OwnedRead> also) const {
+  if (!hint_reads_) return;
+  std::vector<contention::OwnedRead> reads;
+  if (staged_) reads.push_back(staged_read(n));
+  reads.push_back(index_.due_read(now));
+  reads.push_back(index_.window_read(static_cast<int>(n) + 1));
+  if (also) reads.push_back(std::move(*also));
+  contention::prefetch(tr, reads);
+}
+
+std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, std::size_t n,
+                                                              std::int64_t now) {
   std::vector<std::optional<FairItem>> out;
   if (staged_) {
     for (FairItem& item : take_staged(tr, n)) out.emplace_back(std::move(item));
   }
   if (out.size() == n) return out;
-  for (std::optional<FairItem>& item : turns_that_fit(tr, n - out.size(), db_->limits())) {
+  for (std::optional<FairItem>& item : turns_that_fit(tr, n - out.size(), db_->limits(), now)) {
     out.push_back(std::move(item));
   }
   return out;
 }
 
 std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, std::size_t n,
-                                                               const TransactionLimits& limits) {
+                                                               const TransactionLimits& limits,
+                                                               std::int64_t now) {
   std::vector<std::optional<FairItem>> out;
-  index_.file_due(tr);
-  const std::int64_t now = now_us();
+  index_.file_due(tr, now);
   std::size_t turn_ops = 0, turn_bytes = 0;  // the most one tenant's turns cost so far
   int retired = 0;
   while (out.size() < n) {

@@ -139,18 +139,26 @@ class FairState {
   // Combined pops: the leader serves its group in as few marked transactions as the engine's
   // limits allow, in the order single pops would serve them.
   void serve_pops(std::vector<combining::Request*>& group);
-  // Up to `n` pops in one transaction: the staged items first (high-contention mode), then
-  // turns_that_fit. nullopt for each pop left if nothing is ready.
-  std::vector<std::optional<FairItem>> pops_that_fit(Transaction& tr, std::size_t n);
-  // Up to `n` pops in one pass over the ring: a read of its first n + 1 entries, then one pop_batch
-  // per tenant of as many items as its credit (all n if it is alone in the ring), its entry
-  // advanced once for them; another pass if tenants left the ring. nullopt for each pop left if
-  // no tenant has a ready item. Fewer if `limits` or kRetirePerTransaction are reached, or if a
-  // tenant had fewer items than its turns: its read conflicts only up to the last item taken
-  // (ShortBatch::kSaysNothing), so pushes to it meanwhile do not conflict, and the pops left go to
-  // the caller's next transaction (only a read that finds a tenant empty retires it).
+  // Up to `n` pops in one transaction at `now` (µs): the staged items first (high-contention
+  // mode), then turns_that_fit. nullopt for each pop left if nothing is ready.
+  std::vector<std::optional<FairItem>> pops_that_fit(Transaction& tr, std::size_t n,
+                                                     std::int64_t now);
+  // The first reads of pops_that_fit(tr, n, now) (the staged items, the due wake-ups, the ring's
+  // window) and `also`, handed to Transaction::prefetch together if reads take round trips (one
+  // on etcd instead of three or four).
+  void hint_pop_reads(Transaction& tr, std::size_t n, std::int64_t now,
+                      std::optional<contention::OwnedRead> also = std::nullopt) const;
+  // Up to `n` pops in one pass over the ring at `now` (µs: wake-ups and timers due by then count):
+  // a read of its first n + 1 entries, then one pop_batch per tenant of as many items as its
+  // credit (all n if it is alone in the ring), its entry advanced once for them; another pass if
+  // tenants left the ring. nullopt for each pop left if no tenant has a ready item. Fewer if
+  // `limits` or kRetirePerTransaction are reached, or if a tenant had fewer items than its turns:
+  // its read conflicts only up to the last item taken (ShortBatch::kSaysNothing), so pushes to it
+  // meanwhile do not conflict, and the pops left go to the caller's next transaction (only a read
+  // that finds a tenant empty retires it).
   std::vector<std::optional<FairItem>> turns_that_fit(Transaction& tr, std::size_t n,
-                                                      const TransactionLimits& limits);
+                                                      const TransactionLimits& limits,
+                                                      std::int64_t now);
   // Prefetches (TenantItems::prefetch) the first reads of the turns of ring[from...]: those of as
   // many tenants as `limits` leave room for at `turn_ops` operations a turn (all if 0: none served
   // yet), and one more. Returns the index after the last tenant prefetched.
@@ -161,6 +169,8 @@ class FairState {
   // ---- high-contention mode (fair_staging.cc) ----
   // The staging range (FairKeys::staging) as the fulfiller's item range.
   contention::ItemRange staging_range() const;
+  // The read of take_staged(tr, n).
+  contention::OwnedRead staged_read(std::size_t n) const;
   // Up to `n` items from the front of the staging range (read with a conflict), removed.
   std::vector<FairItem> take_staged(Transaction& tr, std::size_t n);
   // The fulfiller's refill (contention::Refill): the items of up to `n` turns moved into the
