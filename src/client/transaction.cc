@@ -59,6 +59,10 @@ void Transaction::set_versionstamped_value(std::string_view key,
                                            std::string_view value_with_offset) {
   live(state_).set_versionstamped_value(key, value_with_offset);
 }
+void detail::TransactionAccess::add_read_conflict_on_absent_key(Transaction& tr,
+                                                                std::string_view key) {
+  live(tr.state_).add_read_conflict_on_absent_key(key);
+}
 void detail::TransactionAccess::add_read_conflict_as_read(Transaction& tr, std::string_view begin,
                                                           std::string_view end) {
   live(tr.state_).add_read_conflict_as_read(begin, end);

@@ -239,6 +239,11 @@ void TransactionState::add_read_conflict_as_read(std::string_view begin, std::st
   add_checked_read_conflict(begin, end, /*unwritten=*/true);
 }
 
+void TransactionState::add_read_conflict_on_absent_key(std::string_view key) {
+  add_read_conflict_range(key, common::key_after(key));
+  if (engine_->reads_take_round_trips()) session().note_absent(key);
+}
+
 void TransactionState::add_checked_read_conflict(std::string_view begin, std::string_view end,
                                                  bool unwritten) {
   check_usable();

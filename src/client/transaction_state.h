@@ -61,6 +61,9 @@ class TransactionState {
   void add_read_conflict_range(std::string_view begin, std::string_view end);
   // As a non-snapshot read of [begin, end) adds it: less what this transaction set or cleared.
   void add_read_conflict_as_read(std::string_view begin, std::string_view end);
+  // As add_read_conflict_range over `key` alone, which the caller knows has no value at the read
+  // version (engine::Session::note_absent).
+  void add_read_conflict_on_absent_key(std::string_view key);
   void add_write_conflict_range(std::string_view begin, std::string_view end);
 
   // ---- watches, commit, retries (transaction_commit.cc) ----

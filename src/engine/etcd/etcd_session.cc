@@ -151,6 +151,8 @@ bool EtcdSession::holds_whole_keys(const Records& records, int limit) const {
   return keys > limit;
 }
 
+void EtcdSession::note_absent(std::string_view key) { covered(key, common::key_after(key)); }
+
 CommitResult EtcdSession::commit(CommitRequest request) {
   pin_unread(request.read_conflicts);
   return Committer(*cluster_, seen_).commit(std::move(request));

@@ -40,6 +40,8 @@ class EtcdSession : public Session {
   // answers get() of that key too. Best effort: if the Txn fails, the reads go one by one and
   // report their own errors.
   void prefetch(std::span<const RangeQuery> queries) override;
+  // Marks [key, key_after(key)) covered: it holds no record to pin.
+  void note_absent(std::string_view key) override;
   CommitResult commit(CommitRequest request) override;
   // What etcd counts against --max-txn-ops for a commit of these reads and writes now (see
   // txn_operations): compares and write ops are counted, not built; values are not copied.

@@ -102,6 +102,7 @@ class FaultInjectionEngine::FaultySession final : public Session {
     return base_->get_range(begin, end, limit, reverse);
   }
   void prefetch(std::span<const RangeQuery> queries) override { base_->prefetch(queries); }
+  void note_absent(std::string_view key) override { base_->note_absent(key); }
   CommitResult commit(CommitRequest request) override {
     const Fault fault = owner_->draw_commit();
     if (fault == Fault::kHeld) {

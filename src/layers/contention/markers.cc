@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "client/transaction_access.h"
 #include "common/random.h"
 #include "kvq/tuple.h"
 #include "layers/contention/control.h"
@@ -56,7 +57,9 @@ std::vector<std::string> Markers::write(Transaction& tr, const std::string& mark
                                         std::size_t attempt, std::size_t max_clears) {
   std::vector<std::string> cleared;
   if (!marker.empty()) {
-    tr.add_read_conflict_key(marker);
+    // The marker is made of random bytes: absent unless an earlier attempt wrote it, and then
+    // run_once has read it (written_by) before this attempt.
+    detail::TransactionAccess::add_read_conflict_on_absent_key(tr, marker);
     tr.set(marker, std::to_string(attempt));
     std::lock_guard<std::mutex> lock(mu_);
     const std::size_t n = std::min(pending_.size(), max_clears);
