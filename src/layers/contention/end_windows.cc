@@ -105,8 +105,14 @@ void remember_tail(const ItemRange& items, const std::string& key) {
   items.hints->tails[p->priority] = p->position;
 }
 
+// x mod kWindow, in [0, kWindow).
+std::int64_t mod_window(std::int64_t x) { return ((x % kWindow) + kWindow) % kWindow; }
+
 // The bound of the window that a read of `limit` items at `side` of `items` reads first, from
-// the hint; nullopt without one.
+// the hint; nullopt without one. The window spans `window` positions beyond the hint, widened to
+// a position that is a multiple of kWindow: reads made while other threads move the hint by a
+// few positions then ask the same range (a prefetched read answers only the very same request;
+// on etcd, a pop whose read differs from its prefetched one makes a round trip more).
 std::optional<std::string> window_bound(const ItemRange& items, Side side, int limit) {
   if (!items.hints) return std::nullopt;
   std::optional<Place> hint;
@@ -116,7 +122,9 @@ std::optional<std::string> window_bound(const ItemRange& items, Side side, int l
   }
   if (!hint) return std::nullopt;
   const std::int64_t window = std::max<std::int64_t>(kWindow, 2 * std::int64_t{limit});
-  return bound_at(items, *hint, side == Side::kBack ? -window : window);
+  const std::int64_t from_hint = mod_window(hint->position), span = mod_window(window);
+  if (side == Side::kBack) return bound_at(items, *hint, -(window + mod_window(from_hint - span)));
+  return bound_at(items, *hint, window + mod_window(-(from_hint + span)));
 }
 
 }  // namespace
