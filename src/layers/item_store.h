@@ -168,6 +168,9 @@ class ItemStore {
   // attempts, bounded by the earliest timer's due time (waiting.cc).
   void wait_for_item(std::string_view name, Side side, std::chrono::milliseconds timeout,
                      const std::function<bool(std::chrono::milliseconds)>& attempt);
+  // The reads of wait_for_item's arming transaction (the item at `side`, the first timer, the
+  // two watched counters), handed to Transaction::prefetch together if reads take round trips.
+  void hint_arming_reads(Transaction& tr, Side side);
   // Moves due timers (release_due_before_end), then in high-contention mode answers the waiting
   // requests (StagedPops::serve_all), so that a pop in `tr` after this overtakes none of them.
   void release_due_and_serve_waiting(Transaction& tr, Side side);

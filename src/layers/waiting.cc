@@ -15,6 +15,8 @@
 
 #include "common/clock.h"
 #include "kvq/error.h"
+#include "layers/contention/end_windows.h"
+#include "layers/contention/owned_read.h"
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
 
@@ -87,6 +89,7 @@ void ItemStore::wait_for_item(std::string_view name, Side side, milliseconds tim
     Armed armed = run_wait_attempt(name, timeout, [&] {
       return db_->run(
           [&](Transaction& tr) {
+            hint_arming_reads(tr, side);
             const bool visible = end_item(tr, side, /*snapshot=*/true).has_value();
             return Armed{{tr.watch(items_.size_key), tr.watch(work_.delayed_key())},
                          visible,
@@ -97,6 +100,14 @@ void ItemStore::wait_for_item(std::string_view name, Side side, milliseconds tim
     const milliseconds bound = streak.next(armed.item_visible, common::time_left(deadline));
     sleep_on(armed.watches, sleep_bound(armed, bound));
   }
+}
+
+void ItemStore::hint_arming_reads(Transaction& tr, Side side) {
+  if (!hint_reads_) return;
+  const contention::OwnedRead reads[] = {
+      contention::first_end_read(items_, side, 1, /*snapshot=*/true), work_.next_due_read(),
+      contention::point_read(items_.size_key), contention::point_read(work_.delayed_key())};
+  contention::prefetch(tr, reads);
 }
 
 std::optional<std::string> ItemStore::pop_wait(Side side, milliseconds timeout) {

@@ -155,9 +155,13 @@ void WorkItems::count_taken(Transaction& tr, std::size_t n) {
   if (n > 0) add(tr, keys_.leased(), static_cast<std::int64_t>(n));
 }
 
+contention::OwnedRead WorkItems::next_due_read() const {
+  return {keys_.due_range().begin, keys_.due_range().end, {.limit = 1, .snapshot = true}};
+}
+
 std::optional<std::int64_t> WorkItems::next_due_us(Transaction& tr) {
-  auto first =
-      tr.get_range(keys_.due_range().begin, keys_.due_range().end, {.limit = 1, .snapshot = true});
+  const contention::OwnedRead next = next_due_read();
+  auto first = tr.get_range(next.begin, next.end, next.options);
   if (first.empty()) return std::nullopt;
   return keys_.parse_due(first[0].key).due_us;
 }

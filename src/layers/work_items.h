@@ -62,6 +62,8 @@ class WorkItems {
   // The due time (unix us) of the earliest timer (lease or delayed item), from a snapshot read;
   // nullopt if there is none. A blocking wait bounds its sleep by it.
   std::optional<std::int64_t> next_due_us(Transaction& tr);
+  // The read next_due_us(tr) makes (for Transaction::prefetch).
+  contention::OwnedRead next_due_read() const;
   // Throw lease_lost if the lease's fence is gone, invalid_lease_token for a bad token,
   // invalid_option_value for a bad duration; then nothing is changed.
   void ack(Transaction& tr, const Lease& lease);

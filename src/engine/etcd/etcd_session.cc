@@ -178,8 +178,10 @@ void EtcdSession::prefetch(std::span<const RangeQuery> queries) {
                          : page_request(cluster_->codec().encode(q.begin),
                                         cluster_->codec().encode(q.end), q.limit, q.reverse);
     pin_to_revision(request);
+    if (prefetched_.contains(request.SerializeAsString())) continue;  // fetched, not used yet
     *txn.add_success()->mutable_request_range() = std::move(request);
   }
+  if (txn.success_size() == 0) return;
   pb::TxnResponse response;
   if (!cluster_->read_txn(txn, &response).ok() || response.responses_size() != txn.success_size()) {
     return;

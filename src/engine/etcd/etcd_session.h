@@ -37,8 +37,9 @@ class EtcdSession : public Session {
   // Sends the first page request of each query's read_records in one read-only Txn (at this
   // session's revision; the first read of the session fixes it) and keeps the answers for those
   // reads; a query of one key with no limit (is_point_read) is asked as get() asks it, and
-  // answers get() of that key too. Best effort: if the Txn fails, the reads go one by one and
-  // report their own errors.
+  // answers get() of that key too; a query fetched already and not yet used is not asked again
+  // (a layer may hint reads that a get_ranges then hints too). Best effort: if the Txn fails, the
+  // reads go one by one and report their own errors.
   void prefetch(std::span<const RangeQuery> queries) override;
   // Marks [key, key_after(key)) covered: it holds no record to pin.
   void note_absent(std::string_view key) override;

@@ -404,6 +404,12 @@ FairState::ArmedWait FairState::arm(const TransactionOptions& options) const {
         constexpr RangeOptions kFirst{.limit = 1, .snapshot = true};
         const RangeRead reads[] = {{wakes.begin, wakes.end, kFirst},
                                    {ring.begin, ring.end, kFirst}};
+        // The watch's read of the counter too: one round trip on etcd, not two.
+        if (hint_reads_) {
+          const contention::OwnedRead counter = contention::point_read(keys_.changes());
+          const RangeRead all[] = {reads[0], reads[1], counter.view()};
+          tr.prefetch(all);
+        }
         const std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
         const std::vector<KeyValue>& next = got[0];
         return ArmedWait{{tr.watch(keys_.changes())},
