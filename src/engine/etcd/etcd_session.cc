@@ -25,20 +25,15 @@ Version EtcdSession::read_version() {
 }
 
 std::optional<std::string> EtcdSession::get(std::string_view key) {
-  if (auto it = got_.find(key); it != got_.end()) return it->second;
   pb::RangeRequest request = point_request(key);
   pb::RangeResponse response = read(request, "get");
   covered(key, common::key_after(key));
   std::vector<KeyGroup> groups = group_records(cluster_->codec(), response.kvs());
-  std::optional<std::string> value;
-  if (!groups.empty()) {
-    if (groups[0].deltas.size() >= DeltaFolder::kFoldOnRead) {
-      DeltaFolder(*cluster_).fold(groups[0].key, DeltaFolder::kFoldOnRead);
-    }
-    value = groups[0].value();
+  if (groups.empty()) return std::nullopt;
+  if (groups[0].deltas.size() >= DeltaFolder::kFoldOnRead) {
+    DeltaFolder(*cluster_).fold(groups[0].key, DeltaFolder::kFoldOnRead);
   }
-  got_.emplace(std::string(key), value);
-  return value;
+  return groups[0].value();
 }
 
 std::vector<KeyValue> EtcdSession::get_range(std::string_view begin, std::string_view end,

@@ -31,7 +31,6 @@ class EtcdSession : public Session {
   explicit EtcdSession(std::shared_ptr<Cluster> cluster) : cluster_(std::move(cluster)) {}
 
   Version read_version() override;
-  // A key read before in this session is answered from what that read returned.
   std::optional<std::string> get(std::string_view key) override;
   std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
                                   bool reverse) override;
@@ -94,9 +93,6 @@ class EtcdSession : public Session {
   std::vector<KeyRange> covered_;  // kvq key ranges whose every record is in seen_
   // Answers of prefetch(), by the serialized request they answer; each is used once.
   std::map<std::string, etcdserverpb::RangeResponse> prefetched_;
-  // What get() returned, by key: a second get of a key (a watch's read of a key the transaction
-  // read before, say) is answered without a round trip, the same at the same revision.
-  std::map<std::string, std::optional<std::string>, std::less<>> got_;
 };
 
 }  // namespace kvq::engine::etcd
