@@ -122,11 +122,11 @@ std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std
   return try_marked_once(
       *db_, markers_, [&](Transaction& tr) -> std::optional<std::vector<std::string>> {
         const std::int64_t now = now_us();
-        hint_due_and_end(tr, side, now, contention::point_read(staged_->keys().waiting()));
+        hint_due_and_end(tr, side, now, staged_->fast_pop_reads(now / 1000));
         if (staged_->requests_waiting(tr)) return std::nullopt;
         work_.release_due(tr, now);
         std::vector<std::string> got = pop_fitting(tr, side, n, ShortBatch::kSaysNothing);
-        if (got.empty() && staged_->has_abandoned(tr)) return std::nullopt;
+        if (got.empty() && staged_->has_abandoned(tr, now / 1000)) return std::nullopt;
         return got;
       });
 }

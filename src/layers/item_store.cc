@@ -109,11 +109,11 @@ void ItemStore::release_due_before_end(Transaction& tr, Side side) {
 }
 
 void ItemStore::hint_due_and_end(Transaction& tr, Side side, std::int64_t now,
-                                 std::optional<contention::OwnedRead> also) {
+                                 std::span<const contention::OwnedRead> also) {
   if (!hint_reads_) return;
   std::vector<contention::OwnedRead> reads = {
       work_.due_read(now), contention::first_end_read(items_, side, 1, /*snapshot=*/false)};
-  if (also) reads.push_back(std::move(*also));
+  reads.insert(reads.end(), also.begin(), also.end());
   contention::prefetch(tr, reads);
 }
 

@@ -181,7 +181,7 @@ class ItemStore {
   // The first reads of a pop at `side` at `now` (µs): the due timers' and the end's, and `also`,
   // handed to Transaction::prefetch together if reads take round trips (else nothing).
   void hint_due_and_end(Transaction& tr, Side side, std::int64_t now,
-                        std::optional<contention::OwnedRead> also = std::nullopt);
+                        std::span<const contention::OwnedRead> also = {});
   std::optional<KeyValue> end_item(Transaction& tr, Side side, bool snapshot);
   // Moves due timers, then pops the item at `side` (pop_end).
   std::optional<std::string> pop_plain(Transaction& tr, Side side);

@@ -78,10 +78,14 @@ void Fulfiller::consumed(Transaction& tr, const std::vector<KeyValue>& items) {
   for (const KeyValue& item : items) set_held(tr, items_, item.key, /*hold=*/false);
 }
 
-bool Fulfiller::has_abandoned(Transaction& tr) {
-  const std::int64_t cut = now_ms() - options_.request_ttl.count();
-  return !tr.get_range(keys_.slot_begin(), keys_.slot_before(cut), {.limit = 1, .snapshot = true})
-              .empty();
+OwnedRead Fulfiller::abandoned_read(std::int64_t now) const {
+  const std::int64_t cut = now - options_.request_ttl.count();
+  return {keys_.slot_begin(), keys_.slot_before(cut), {.limit = 1, .snapshot = true}};
+}
+
+bool Fulfiller::has_abandoned(Transaction& tr, std::int64_t now) {
+  const OwnedRead read = abandoned_read(now);
+  return !tr.get_range(read.begin, read.end, read.options).empty();
 }
 
 }  // namespace kvq::contention

@@ -94,7 +94,8 @@ auto try_marked_once(Database& db, Markers& markers, Body&& body) {
       [&](Transaction& tr) -> Out {
         const std::size_t k = calls++;
         Out r = k == 0 ? body(tr) : std::nullopt;
-        wrote_marker = r.has_value() || in_doubt;
+        // An attempt that wrote nothing commits nothing (no round trip): no marker to tell of it.
+        wrote_marker = (r.has_value() && tr.has_writes()) || in_doubt;
         if (wrote_marker) cleared = markers.write(tr, marker, k);
         return r;
       },

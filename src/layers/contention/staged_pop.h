@@ -65,7 +65,15 @@ class StagedPops {
   // whole range would. A new pop must then queue up behind them.
   bool requests_waiting(Transaction& tr);
   // True if a slot older than request_ttl exists (a fulfilment batch would reclaim it).
-  bool has_abandoned(Transaction& tr) { return fulfiller_.has_abandoned(tr); }
+  // `now`: unix ms (now_ms()).
+  bool has_abandoned(Transaction& tr, std::int64_t now) {
+    return fulfiller_.has_abandoned(tr, now);
+  }
+  // The reads of requests_waiting(tr) and has_abandoned(tr, now), which a pop that tries
+  // without staging first makes (for Transaction::prefetch).
+  std::vector<OwnedRead> fast_pop_reads(std::int64_t now) const {
+    return {point_read(keys_.waiting()), fulfiller_.abandoned_read(now)};
+  }
   const ControlKeys& keys() const { return keys_; }
 
  private:

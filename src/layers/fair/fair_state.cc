@@ -267,13 +267,13 @@ void FairState::serve_pops(std::vector<combining::Request*>& group) {
 }
 
 void FairState::hint_pop_reads(Transaction& tr, std::size_t n, std::int64_t now,
-                               std::optional<contention::OwnedRead> also) const {
+                               std::span<const contention::OwnedRead> also) const {
   if (!hint_reads_) return;
   std::vector<contention::OwnedRead> reads;
   if (staged_) reads.push_back(staged_read(n));
   reads.push_back(index_.due_read(now));
   reads.push_back(index_.window_read(static_cast<int>(n) + 1));
-  if (also) reads.push_back(std::move(*also));
+  reads.insert(reads.end(), also.begin(), also.end());
   contention::prefetch(tr, reads);
 }
 

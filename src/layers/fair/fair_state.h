@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -147,7 +148,7 @@ class FairState {
   // window) and `also`, handed to Transaction::prefetch together if reads take round trips (one
   // on etcd instead of three or four).
   void hint_pop_reads(Transaction& tr, std::size_t n, std::int64_t now,
-                      std::optional<contention::OwnedRead> also = std::nullopt) const;
+                      std::span<const contention::OwnedRead> also = {}) const;
   // Up to `n` pops in one pass over the ring at `now` (µs: wake-ups and timers due by then count):
   // a read of its first n + 1 entries, then one pop_batch per tenant of as many items as its
   // credit (all n if it is alone in the ring), its entry advanced once for them; another pass if
