@@ -6,7 +6,6 @@
 // one. docs/queues.md, "Batches".
 #include <algorithm>
 #include <climits>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -51,15 +50,11 @@ void ItemStore::check_fits(Transaction& tr, std::size_t count) {
 // together), with the given random parts, and adds them to the size counter.
 void ItemStore::write_batch(Transaction& tr, std::span<const PushItem> items,
                             const std::vector<std::string>& randoms) {
-  std::map<std::int64_t, std::int64_t> position;  // priority -> next position
-  for (const PushItem& item : items) position.try_emplace(item.priority, 0);
   std::vector<std::int64_t> priorities;
-  for (const auto& [priority, unused] : position) priorities.push_back(priority);
-  const std::vector<std::int64_t> next = next_item_positions(tr, items_, prioritized_, priorities);
-  for (std::size_t i = 0; i < priorities.size(); ++i) position[priorities[i]] = next[i];
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    tr.set(pack_item(items[i].priority, position[items[i].priority]++, randoms[i]), items[i].value);
-  }
+  for (const PushItem& item : items) priorities.push_back(prioritized_ ? item.priority : 0);
+  const std::vector<std::string> keys =
+      fresh_item_keys(tr, subspace_, items_, prioritized_, priorities, randoms);
+  for (std::size_t i = 0; i < items.size(); ++i) tr.set(keys[i], items[i].value);
   contention::add_size(tr, items_, static_cast<std::int64_t>(items.size()));
   check_fits(tr, items.size());
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <map>
 #include <variant>
 
 #include "common/bytes.h"
@@ -101,6 +102,24 @@ std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
                            std::int64_t priority, std::string_view random) {
   return pack_item_key(subspace, prioritized, priority,
                        next_item_position(tr, items, prioritized, priority), random);
+}
+
+std::vector<std::string> fresh_item_keys(Transaction& tr, const Subspace& subspace,
+                                         const contention::ItemRange& items, bool prioritized,
+                                         std::span<const std::int64_t> priorities,
+                                         std::span<const std::string> randoms) {
+  std::map<std::int64_t, std::int64_t> position;  // priority -> next position
+  for (const std::int64_t priority : priorities) position.try_emplace(priority, 0);
+  std::vector<std::int64_t> distinct;
+  for (const auto& [priority, unused] : position) distinct.push_back(priority);
+  const std::vector<std::int64_t> next = next_item_positions(tr, items, prioritized, distinct);
+  for (std::size_t i = 0; i < distinct.size(); ++i) position[distinct[i]] = next[i];
+  std::vector<std::string> keys;
+  for (std::size_t i = 0; i < priorities.size(); ++i) {
+    keys.push_back(
+        pack_item_key(subspace, prioritized, priorities[i], position[priorities[i]]++, randoms[i]));
+  }
+  return keys;
 }
 
 ItemKey parse_item_key(const Subspace& subspace, std::string_view key, bool prioritized) {

@@ -97,10 +97,33 @@ contention::OwnedRead WorkItems::due_read(std::int64_t now_us) const {
 
 void WorkItems::release_due(Transaction& tr, std::int64_t now_us) {
   const contention::OwnedRead read = due_read(now_us);
-  for (const KeyValue& kv : tr.get_range(read.begin, read.end, read.options)) {
+  std::vector<Timer> timers;
+  std::vector<std::string> values;
+  for (KeyValue& kv : tr.get_range(read.begin, read.end, read.options)) {
     tr.add_read_conflict_key(kv.key);
     tr.clear(kv.key);
-    release(tr, keys_.parse_due(kv.key), kv.value);
+    timers.push_back(keys_.parse_due(kv.key));
+    values.push_back(std::move(kv.value));
+  }
+  place_delayed(tr, timers);
+  for (std::size_t i = 0; i < timers.size(); ++i) release(tr, timers[i], values[i]);
+}
+
+void WorkItems::place_delayed(Transaction& tr, std::vector<Timer>& timers) {
+  std::vector<Timer*> unplaced;
+  std::vector<std::int64_t> priorities;
+  std::vector<std::string> randoms;
+  for (Timer& t : timers) {
+    if (t.kind != Timer::kDelayed || !t.base.empty()) continue;
+    unplaced.push_back(&t);
+    priorities.push_back(prioritized_ ? t.priority : 0);
+    randoms.push_back(t.id);
+  }
+  if (unplaced.empty()) return;
+  const std::vector<std::string> keys =
+      fresh_item_keys(tr, subspace_, items_, prioritized_, priorities, randoms);
+  for (std::size_t i = 0; i < unplaced.size(); ++i) {
+    unplaced[i]->base = keys[i].substr(subspace_.key().size());
   }
 }
 
@@ -120,14 +143,10 @@ void WorkItems::release(Transaction& tr, const Timer& timer, const std::string& 
   }
 }
 
-// A lease's item goes back to its own key (its place in line); a delayed item to a fresh key.
+// A lease's item goes back to its own key (its place in line); a delayed item to the key
+// place_delayed gave it.
 void WorkItems::to_ready(Transaction& tr, const Timer& timer, const std::string& value) {
-  std::string base = timer.base;
-  if (base.empty()) {
-    base = fresh_item_key(tr, subspace_, items_, prioritized_, timer.priority, timer.id)
-               .substr(subspace_.key().size());
-  }
-  tr.set(item_key_with_attempts(subspace_, base, timer.attempts, timer.tail), value);
+  tr.set(item_key_with_attempts(subspace_, timer.base, timer.attempts, timer.tail), value);
   contention::add_size(tr, items_, 1);
 }
 
@@ -310,10 +329,15 @@ std::int64_t WorkItems::redrive(Transaction& tr, std::int64_t n) {
   check_redrive_count(n);
   std::vector<DeadLetter> letters = dead_.take_front(
       tr, contention::range_limit(static_cast<std::size_t>(n)));  // n >= 0: checked
+  std::vector<std::int64_t> priorities;
+  std::vector<std::string> randoms;
   for (const DeadLetter& d : letters) {
-    tr.set(fresh_item_key(tr, subspace_, items_, prioritized_, d.priority, new_item_random()),
-           d.value);
+    priorities.push_back(prioritized_ ? d.priority : 0);
+    randoms.push_back(new_item_random());
   }
+  const std::vector<std::string> keys =
+      fresh_item_keys(tr, subspace_, items_, prioritized_, priorities, randoms);
+  for (std::size_t i = 0; i < letters.size(); ++i) tr.set(keys[i], letters[i].value);
   contention::add_size(tr, items_, static_cast<std::int64_t>(letters.size()));
   return static_cast<std::int64_t>(letters.size());
 }

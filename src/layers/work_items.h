@@ -114,7 +114,13 @@ class WorkItems {
   void push_delayed(Transaction& tr, std::string_view value, std::int64_t priority,
                     std::int64_t due, const std::string& id);
   void release(Transaction& tr, const Timer& timer, const std::string& value);
+  // Makes the item of `timer` (a lease's, or a delayed one placed by place_delayed) ready at its
+  // place.
   void to_ready(Transaction& tr, const Timer& timer, const std::string& value);
+  // Gives each delayed timer of `timers` whose item goes to the back (no place yet) a place
+  // behind the last item of its priority, in timer order (fresh_item_keys: one round trip on
+  // etcd for all of them, not one each).
+  void place_delayed(Transaction& tr, std::vector<Timer>& timers);
   // The held place (ItemRange::held_prefix) of the item whose key without attempts is `base`:
   // set while the item is out on lease, so that pushes go behind it.
   std::string held(std::string_view base) const;
