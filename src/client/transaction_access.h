@@ -19,9 +19,10 @@ class TransactionAccess {
   static void add_read_conflict_as_read(Transaction& tr, std::string_view begin,
                                         std::string_view end);
   // Adds a read-conflict range over `key` alone, as Transaction::add_read_conflict_key, for a key
-  // the caller knows has no value at the read version: a key it made up with random bytes no one
-  // else can make up (an idempotency marker), not yet written or written only by earlier attempts
-  // it read back in this transaction. On etcd the commit then needs no read of the key.
+  // the caller knows has no value at the read version unless this transaction read it (a read
+  // covers it anyway): a key it made up with random bytes no one else can make up (an idempotency
+  // marker: an earlier attempt's write of it is read back by run_once before this attempt). On
+  // etcd the commit then needs no read of the key.
   static void add_read_conflict_on_absent_key(Transaction& tr, std::string_view key);
 };
 

@@ -88,11 +88,11 @@ class Session {
   // Default: nothing.
   virtual void prefetch(std::span<const RangeQuery> queries) { (void)queries; }
   // Tells the session that `key` has no value at this session's read version, taken or not yet
-  // taken (a key the caller made up with random bytes no one else can make up): a read-conflict
-  // range over it at commit then needs no read of it (etcd reads each part of a read-conflict
-  // range that no read covered, to pin its records). Never changes what conflicts; the caller
-  // that is wrong about the key loses the conflicts a deletion of it would have caused.
-  // Default: nothing.
+  // taken, unless this session read it (a key the caller made up with random bytes no one else
+  // can make up): a read-conflict range over it at commit then needs no read of it (etcd reads each
+  // part of a read-conflict range that no read covered, to pin its records). Never changes what
+  // conflicts; the caller that is wrong about the key loses the conflicts a deletion of it would
+  // have caused. Default: nothing.
   virtual void note_absent(std::string_view key) { (void)key; }
   // Commits `request` (whose read_version, if not -1, is this session's). Throws not_committed,
   // commit_unknown_result, transaction_too_old, ...

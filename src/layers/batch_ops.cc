@@ -117,7 +117,7 @@ std::optional<std::vector<std::string>> ItemStore::pop_batch_fast(Side side, std
   return try_marked_once(
       *db_, markers_, [&](Transaction& tr) -> std::optional<std::vector<std::string>> {
         const std::int64_t now = now_us();
-        hint_due_and_end(tr, side, now, staged_->fast_pop_reads(now / 1000));
+        if (hint_reads_) hint_due_and_end(tr, side, now, staged_->fast_pop_reads(now / 1000));
         if (staged_->requests_waiting(tr)) return std::nullopt;
         work_.release_due(tr, now);
         std::vector<std::string> got = pop_fitting(tr, side, n, ShortBatch::kSaysNothing);

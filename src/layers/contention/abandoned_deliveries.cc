@@ -12,9 +12,8 @@ namespace kvq::contention {
 // slots still waiting are left to the request expiry (serve_one), unless their request is gone.
 void Fulfiller::reclaim_abandoned(Transaction& tr, std::int64_t now, Result* r) {
   const std::int64_t cut = now - options_.request_ttl.count();
-  auto stale = tr.get_range(keys_.slot_begin(), keys_.slot_before(cut),
-                            {.limit = kReclaimPerBatch, .snapshot = true});
-  for (const auto& kv : stale) {
+  const OwnedRead read = abandoned_read(now, kReclaimPerBatch);
+  for (const auto& kv : tr.get_range(read.begin, read.end, read.options)) {
     try {
       if (!reclaim_one(tr, kv.key, cut, r)) return;
     } catch (const Error& e) {
@@ -78,13 +77,13 @@ void Fulfiller::consumed(Transaction& tr, const std::vector<KeyValue>& items) {
   for (const KeyValue& item : items) set_held(tr, items_, item.key, /*hold=*/false);
 }
 
-OwnedRead Fulfiller::abandoned_read(std::int64_t now) const {
-  const std::int64_t cut = now - options_.request_ttl.count();
-  return {keys_.slot_begin(), keys_.slot_before(cut), {.limit = 1, .snapshot = true}};
+OwnedRead Fulfiller::abandoned_read(std::int64_t now_ms, int limit) const {
+  const std::int64_t cut = now_ms - options_.request_ttl.count();
+  return {keys_.slot_begin(), keys_.slot_before(cut), {.limit = limit, .snapshot = true}};
 }
 
-bool Fulfiller::has_abandoned(Transaction& tr, std::int64_t now) {
-  const OwnedRead read = abandoned_read(now);
+bool Fulfiller::has_abandoned(Transaction& tr, std::int64_t now_ms) {
+  const OwnedRead read = abandoned_read(now_ms, 1);
   return !tr.get_range(read.begin, read.end, read.options).empty();
 }
 

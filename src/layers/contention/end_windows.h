@@ -6,7 +6,9 @@
 // same end found its items (the hint), and reads the rest of the range only if the window ran
 // short:
 //   front:  [begin, bound) with bound = hint position + window, then [bound, end);
-//   back:   [bound, end)   with bound = hint position - window, then [begin, bound).
+//   back:   [bound, end)   with bound = hint position - window, then [begin, bound);
+// pops widen the window to a position that is a multiple of 128, so that concurrent pops of one
+// process, which move the hint a little, ask the very reads they prefetched.
 // Item keys start with (position, ...) in a Queue and (priority, position, ...) in a
 // PriorityQueue, so a bound is the packed (position ± window) or (priority, position ± window).
 // The two reads partition the range, and the second is made only if the first returned fewer

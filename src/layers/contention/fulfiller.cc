@@ -103,9 +103,7 @@ void Fulfiller::hint_batch_reads(Transaction& tr, const Batch& b) {
   std::vector<OwnedRead> reads = {
       point_read(keys_.slot(*b.me)),
       point_read(keys_.lease()),
-      {keys_.slot_begin(),
-       keys_.slot_before(b.now - options_.request_ttl.count()),
-       {.limit = kReclaimPerBatch}},
+      abandoned_read(b.now, kReclaimPerBatch),
       {keys_.req_begin(), keys_.req_end(), {.limit = options_.batch_size + 1}}};
   if (due_.read) reads.push_back(due_.read(b.now_us));
   prefetch(tr, reads);

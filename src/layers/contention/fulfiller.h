@@ -98,10 +98,10 @@ class Fulfiller {
   // Frees the held places of `items`, delivered to a slot whose popper now takes them.
   void consumed(Transaction& tr, const std::vector<KeyValue>& items);
   // True if some slot is older than request_ttl (snapshot read): a batch would reclaim it.
-  // `now`: unix ms.
-  bool has_abandoned(Transaction& tr, std::int64_t now);
-  // The read has_abandoned(tr, now) makes (for Transaction::prefetch).
-  OwnedRead abandoned_read(std::int64_t now) const;
+  bool has_abandoned(Transaction& tr, std::int64_t now_ms);
+  // The first `limit` slots older than request_ttl at `now_ms` (unix ms), a snapshot read: what
+  // has_abandoned reads (limit 1) and a batch reclaims (for Transaction::prefetch too).
+  OwnedRead abandoned_read(std::int64_t now_ms, int limit) const;
 
  private:
   // Estimated cost of serving one request before any was measured (a request's conflicts and writes

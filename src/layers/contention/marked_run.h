@@ -77,10 +77,13 @@ auto run_marked(Database& db, Markers& markers, Body&& body,
 }
 
 // One attempt at body(tr), which returns a std::optional: its result, or nullopt if body declined
-// (returned nullopt: nothing is committed then) or the attempt failed to commit (a conflict is not
-// retried). After commit_unknown_result the marker tells whether the attempt took effect, and if
-// it has not (yet), a fence (run_marked_in) makes sure it never will before nullopt is returned.
-// The fast path of high-contention pops: on nullopt the caller queues up instead.
+// (returned nullopt: what it wrote is committed, with no marker, so it must carry no result, as
+// moving due timers does) or the attempt failed to commit (a conflict is not retried). An attempt
+// that wrote nothing writes no marker either: its commit is read-only (no round trip on etcd)
+// and cannot end in commit_unknown_result. After commit_unknown_result the marker tells whether the
+// attempt took effect, and if it has not (yet), a fence (run_marked_in) makes sure it never will
+// before nullopt is returned. The fast path of high-contention pops: on nullopt the caller queues
+// up instead.
 template <typename Body>
 auto try_marked_once(Database& db, Markers& markers, Body&& body) {
   using Out = std::invoke_result_t<Body&, Transaction&>;

@@ -65,14 +65,14 @@ class StagedPops {
   // whole range would. A new pop must then queue up behind them.
   bool requests_waiting(Transaction& tr);
   // True if a slot older than request_ttl exists (a fulfilment batch would reclaim it).
-  // `now`: unix ms (now_ms()).
-  bool has_abandoned(Transaction& tr, std::int64_t now) {
-    return fulfiller_.has_abandoned(tr, now);
+  // `now_ms`: unix ms (now_ms()).
+  bool has_abandoned(Transaction& tr, std::int64_t now_ms) {
+    return fulfiller_.has_abandoned(tr, now_ms);
   }
-  // The reads of requests_waiting(tr) and has_abandoned(tr, now), which a pop that tries
+  // The reads of requests_waiting(tr) and has_abandoned(tr, now_ms), which a pop that tries
   // without staging first makes (for Transaction::prefetch).
-  std::vector<OwnedRead> fast_pop_reads(std::int64_t now) const {
-    return {point_read(keys_.waiting()), fulfiller_.abandoned_read(now)};
+  std::vector<OwnedRead> fast_pop_reads(std::int64_t now_ms) const {
+    return {point_read(keys_.waiting()), fulfiller_.abandoned_read(now_ms, 1)};
   }
   const ControlKeys& keys() const { return keys_; }
 

@@ -92,7 +92,7 @@ std::optional<std::vector<std::optional<FairItem>>> FairState::pops_fast(std::si
   using Out = std::optional<std::vector<std::optional<FairItem>>>;
   return try_marked_once(*db_, markers_, [&](Transaction& tr) -> Out {
     const std::int64_t now = now_us();
-    hint_pop_reads(tr, n, now, staged_->fast_pop_reads(now / 1000));
+    if (hint_reads_) hint_pop_reads(tr, n, now, staged_->fast_pop_reads(now / 1000));
     if (staged_->requests_waiting(tr)) return std::nullopt;
     std::vector<std::optional<FairItem>> got = pops_that_fit(tr, n, now);
     const bool nothing_ready = !got.empty() && !got.front();
