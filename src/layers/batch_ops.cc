@@ -146,6 +146,23 @@ std::vector<Lease> ItemStore::take_batch(Side side, std::size_t n, std::chrono::
   return run_marked([&](Transaction& tr) { return take_batch(tr, side, n, vt); });
 }
 
+ItemStore::GuardedTake ItemStore::take_unless(Transaction& tr, Side side,
+                                              std::chrono::milliseconds vt,
+                                              std::span<const contention::OwnedRead> also,
+                                              const std::function<bool(Transaction&)>& refuse) {
+  const std::int64_t vt_us = WorkItems::lease_us(vt);
+  const std::int64_t now = now_us();
+  hint_due_and_end(tr, side, now, also);
+  work_.release_due(tr, now);
+  std::optional<KeyValue> kv = end_item(tr, side, /*snapshot=*/false);
+  if (!kv) return {GuardedTake::kEmpty, std::nullopt};
+  if (refuse(tr)) return {GuardedTake::kRefused, std::nullopt};
+  Lease lease = work_.lease(tr, *kv, vt_us);
+  contention::add_size(tr, items_, -1);
+  work_.count_taken(tr, 1);
+  return {GuardedTake::kTaken, std::move(lease)};
+}
+
 std::optional<Lease> ItemStore::take(Transaction& tr, Side side, std::chrono::milliseconds vt) {
   std::vector<Lease> one = take_batch(tr, side, 1, vt);
   if (one.empty()) return std::nullopt;

@@ -116,6 +116,17 @@ class ItemStore {
   // take_batch of one: nullopt if no item is ready.
   std::optional<Lease> take(Side side, std::chrono::milliseconds vt);
   std::optional<Lease> take(Transaction& tr, Side side, std::chrono::milliseconds vt);
+  // A take that may be refused: moves due timers, reads the item at `side` (its reads and `also`
+  // handed to Transaction::prefetch together), and takes it under a lease of `vt` unless
+  // refuse(tr) says so. One round trip on etcd where a peek and then a take would make two.
+  struct GuardedTake {
+    enum Outcome { kEmpty, kRefused, kTaken };
+    Outcome outcome = kEmpty;
+    std::optional<Lease> lease;  // kTaken
+  };
+  GuardedTake take_unless(Transaction& tr, Side side, std::chrono::milliseconds vt,
+                          std::span<const contention::OwnedRead> also,
+                          const std::function<bool(Transaction&)>& refuse);
 
   // ---- blocking waits (waiting.cc) ----
   // A pop that, while the queue is empty, blocks on a watch of the size counter (written by every

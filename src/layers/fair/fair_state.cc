@@ -74,17 +74,20 @@ FairState::FairState(std::shared_ptr<Database> db, Subspace space, FairQueueOpti
 }
 
 Queue FairState::tenant_queue(std::string_view tenant) const {
+  return Queue(tenant_options_, tenant_store(tenant));
+}
+
+std::shared_ptr<ItemStore> FairState::tenant_store(std::string_view tenant) const {
   {
     std::lock_guard lock(stores_mu_);
-    if (auto it = stores_.find(tenant); it != stores_.end())
-      return Queue(tenant_options_, it->second);
+    if (auto it = stores_.find(tenant); it != stores_.end()) return it->second;
   }
   auto store = std::make_shared<ItemStore>(db_, keys_.tenant_items(tenant), tenant_options_,
                                            /*prioritized=*/false, keys_.ready_total());
   std::lock_guard lock(stores_mu_);
   if (stores_.size() >= kCachedTenants) stores_.clear();
   stores_.emplace(std::string(tenant), store);
-  return Queue(tenant_options_, std::move(store));
+  return store;
 }
 
 void FairState::pushed(Transaction& tr, std::string_view tenant, std::int64_t due_us) const {
@@ -171,24 +174,27 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
     throw Error(ErrorCode::kInvalidOptionValue, "fair queue: visibility timeout must be > 0");
   }
   return [this, vt](const std::string& tenant, Transaction& tr) -> std::optional<Lease> {
-    Queue queue = tenant_queue(tenant);
     const std::int64_t now = now_us();
-    // peek moves the tenant's expired leases back first, so the leased count is current.
-    if (options_.max_leased_per_tenant > 0) {
-      if (!queue.peek(tr)) {
-        keep_awake_if_timers_due(tr, tenant, now);
-        return std::nullopt;
-      }
-      if (at_lease_limit(tr, tenant)) return std::nullopt;  // its leases' wake-ups bring it back
+    // The leased count is read after the tenant's expired leases moved back (so it is current),
+    // and in the round trip of the item's read.
+    const bool limited = options_.max_leased_per_tenant > 0;
+    std::vector<contention::OwnedRead> leased;
+    if (limited)
+      leased.push_back(contention::point_read(leased_counter(keys_.tenant_control(tenant))));
+    ItemStore::GuardedTake taken = tenant_store(tenant)->take_unless(
+        tr, contention::Side::kFront, vt, leased,
+        [&](Transaction& t) { return limited && at_lease_limit(t, tenant); });
+    if (taken.outcome == ItemStore::GuardedTake::kRefused) {
+      return std::nullopt;  // its leases' wake-ups bring it back
     }
-    std::optional<Lease> lease = queue.take(tr, vt);
-    if (!lease) {
+    if (taken.outcome == ItemStore::GuardedTake::kEmpty) {
       keep_awake_if_timers_due(tr, tenant, now);
       return std::nullopt;
     }
-    lease->tenant = tenant;
+    Lease lease = std::move(*taken.lease);
+    lease.tenant = tenant;
     // If the tenant leaves the ring meanwhile, the lease's expiry brings it back.
-    index_.wake(tr, tenant, micros(lease->deadline), lease->token);
+    index_.wake(tr, tenant, micros(lease.deadline), lease.token);
     return lease;
   };
 }

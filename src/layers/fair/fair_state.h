@@ -50,6 +50,8 @@ class FairState {
   // front of a deep tenant's items would otherwise count all of them). Pops do not build stores
   // (tenant_items.h) unless the tenant has due timers.
   Queue tenant_queue(std::string_view tenant) const;
+  // The item store of tenant_queue(tenant), from the same cache.
+  std::shared_ptr<ItemStore> tenant_store(std::string_view tenant) const;
   // A push of `value` to `tenant`, ready now, without building the tenant's Queue (TenantItems).
   void push_ready(Transaction& tr, std::string_view tenant, std::string_view value) {
     tenant_items_.push(tr, tenant, value);
