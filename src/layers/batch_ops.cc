@@ -151,9 +151,7 @@ ItemStore::GuardedTake ItemStore::take_unless(Transaction& tr, Side side,
                                               std::span<const contention::OwnedRead> also,
                                               const std::function<bool(Transaction&)>& refuse) {
   const std::int64_t vt_us = WorkItems::lease_us(vt);
-  const std::int64_t now = now_us();
-  hint_due_and_end(tr, side, now, also);
-  work_.release_due(tr, now);
+  release_due_before_end(tr, side, also);
   std::optional<KeyValue> kv = end_item(tr, side, /*snapshot=*/false);
   if (!kv) return {GuardedTake::kEmpty, std::nullopt};
   if (refuse(tr)) return {GuardedTake::kRefused, std::nullopt};
@@ -164,9 +162,7 @@ ItemStore::GuardedTake ItemStore::take_unless(Transaction& tr, Side side,
 }
 
 std::optional<Lease> ItemStore::take(Transaction& tr, Side side, std::chrono::milliseconds vt) {
-  std::vector<Lease> one = take_batch(tr, side, 1, vt);
-  if (one.empty()) return std::nullopt;
-  return std::move(one.front());
+  return take_unless(tr, side, vt, {}, [](Transaction&) { return false; }).lease;
 }
 
 std::optional<Lease> ItemStore::take(Side side, std::chrono::milliseconds vt) {

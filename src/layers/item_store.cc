@@ -58,17 +58,8 @@ ItemStore::~ItemStore() = default;
 
 // ---- push ----------------------------------------------------------------------------------
 
-std::int64_t ItemStore::next_position(Transaction& tr, std::int64_t priority) {
-  return next_item_position(tr, items_, prioritized_, priority);
-}
-
-std::string ItemStore::pack_item(std::int64_t priority, std::int64_t position,
-                                 const std::string& random) {
-  return pack_item_key(subspace_, prioritized_, priority, position, random);
-}
-
 std::string ItemStore::item_key(Transaction& tr, std::int64_t priority, const std::string& random) {
-  return pack_item(priority, next_position(tr, priority), random);
+  return fresh_item_key(tr, subspace_, items_, prioritized_, priority, random);
 }
 
 void ItemStore::push(Transaction& tr, std::string_view value, std::int64_t priority) {
@@ -102,9 +93,10 @@ std::optional<KeyValue> ItemStore::end_item(Transaction& tr, Side side, bool sna
   return std::move(kvs[0]);
 }
 
-void ItemStore::release_due_before_end(Transaction& tr, Side side) {
+void ItemStore::release_due_before_end(Transaction& tr, Side side,
+                                       std::span<const contention::OwnedRead> also) {
   const std::int64_t now = now_us();
-  hint_due_and_end(tr, side, now);
+  hint_due_and_end(tr, side, now, also);
   work_.release_due(tr, now);  // expired leases and due delayed items first (work_items.h)
 }
 

@@ -157,10 +157,7 @@ class ItemStore {
   auto run_marked(Body&& body, const TransactionOptions& options = {}) {
     return detail::run_marked(*db_, markers_, std::forward<Body>(body), options);
   }
-  // The next position at the back of the items of `priority` (Queue: index; PriorityQueue: count),
-  // from a snapshot read of the last such item.
-  std::int64_t next_position(Transaction& tr, std::int64_t priority);
-  std::string pack_item(std::int64_t priority, std::int64_t position, const std::string& random);
+  // The key of a push of `priority` with `random` (fresh_item_key: behind the last such item).
   std::string item_key(Transaction& tr, std::int64_t priority, const std::string& random);
   void write_batch(Transaction& tr, std::span<const PushItem> items,
                    const std::vector<std::string>& randoms);
@@ -188,7 +185,9 @@ class ItemStore {
   // Moves due timers (WorkItems::release_due) before a read of the item at `side`: the timers'
   // read and that read's first part go to the engine together if reads take round trips
   // (Transaction::prefetch: one round trip on etcd instead of two).
-  void release_due_before_end(Transaction& tr, Side side);
+  // `also`: further reads for the same prefetch (hint_due_and_end).
+  void release_due_before_end(Transaction& tr, Side side,
+                              std::span<const contention::OwnedRead> also = {});
   // The first reads of a pop at `side` at `now` (µs): the due timers' and the end's, and `also`,
   // handed to Transaction::prefetch together if reads take round trips (else nothing).
   void hint_due_and_end(Transaction& tr, Side side, std::int64_t now,
