@@ -1,7 +1,8 @@
 // FairQueue pop throughput against Queue's (issue 15): 1 and 32 clients popping, plain, in
 // high-contention mode (-hc), and with flat combining (-comb), with 1 tenant and with 10,000
 // tenants (the FairQueue's items spread evenly over them; a Queue has no tenants, so its row is the
-// same workload without them), and queues-rr: 10,000 plain Queues holding the same items, popped in
+// same workload without them), a worker's cycle (-take: take under a lease, then ack), and
+// queues-rr: 10,000 plain Queues holding the same items, popped in
 // turn (a fair pop's least work: one tenant's items per pop, 10,000 places apart in the store,
 // with no ring to keep). Each measurement runs on a fresh memory: database prefilled with
 // 400,000 items, then 1,000 pops of warm-up (other URLs: 4,000 items, 300 pops, in a fresh
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -148,6 +150,16 @@ Structure round_robin(std::shared_ptr<kvq::Database> db, const kvq::Subspace& sp
           }};
 }
 
+// A worker's cycle on a Queue or a FairQueue: take the next item under a lease, ack it (two
+// transactions); false if nothing was ready.
+template <typename WorkQueue>
+bool take_and_ack(WorkQueue& queue) {
+  std::optional<kvq::Lease> lease = queue.take(std::chrono::seconds(30));
+  if (!lease) return false;
+  queue.ack(*lease);
+  return true;
+}
+
 // The structure `kind` over `space` of `db` (the FairQueue's items spread over `tenants`).
 Structure open_structure(const std::shared_ptr<kvq::Database>& db, const kvq::Subspace& space,
                          const std::string& kind, int tenants) {
@@ -157,17 +169,20 @@ Structure open_structure(const std::shared_ptr<kvq::Database>& db, const kvq::Su
     fo.combine = kind == "fair-comb";
     fo.high_contention = kind == "fair-hc";
     auto fq = std::make_shared<kvq::FairQueue>(db, space, fo);
+    PopFn pop = [fq] { return fq->pop().has_value(); };
+    if (kind == "fair-take") pop = [fq] { return take_and_ack(*fq); };
     return {[fq, tenants](kvq::Transaction& tr, int i, const std::string& value) {
               fq->push(tr, "tenant-" + std::to_string(i % tenants), value);
             },
-            [fq] { return fq->pop().has_value(); }};
+            pop};
   }
   kvq::QueueOptions qo;
   qo.high_contention = kind == "queue-hc";
   qo.combine = kind == "queue-comb";
   auto q = std::make_shared<kvq::Queue>(db, space, qo);
-  return {[q](kvq::Transaction& tr, int, const std::string& value) { q->push(tr, value); },
-          [q] { return q->pop().has_value(); }};
+  PopFn pop = [q] { return q->pop().has_value(); };
+  if (kind == "queue-take") pop = [q] { return take_and_ack(*q); };
+  return {[q](kvq::Transaction& tr, int, const std::string& value) { q->push(tr, value); }, pop};
 }
 
 // The subspace of a row's structure: its own per row (a shared server keeps what earlier rows
@@ -233,8 +248,9 @@ constexpr int kMaxProcesses = 256;
 constexpr int kMaxTenants = kItems;
 
 // The structures the table measures, in its order.
-constexpr std::array<std::string_view, 7> kKinds = {"queue", "queue-hc", "queue-comb", "queues-rr",
-                                                    "fair",  "fair-hc",  "fair-comb"};
+constexpr std::array<std::string_view, 9> kKinds = {"queue",      "queue-hc",  "queue-comb",
+                                                    "queue-take", "queues-rr", "fair",
+                                                    "fair-hc",    "fair-comb", "fair-take"};
 
 // Whether a row of `kind` spreads its items over tenants (a Queue row has none: 1 tenant).
 bool has_tenants(std::string_view kind) { return kind.starts_with("fair") || kind == "queues-rr"; }
@@ -299,8 +315,9 @@ constexpr const char* kUsage =
     "  SECONDS    time per measurement, a decimal number 0..3600 (default 1; 0: the prefill and\n"
     "             warm-up only)\n"
     "  URL        the database (default memory:)\n"
-    "  STRUCTURE  queue, queue-hc, queue-comb, queues-rr, fair, fair-hc, fair-comb, or all\n"
-    "             (default)\n"
+    "  STRUCTURE  queue, queue-hc, queue-comb, queue-take, queues-rr, fair, fair-hc, fair-comb,\n"
+    "             fair-take, or all (default); -take rows take and ack (two transactions) where\n"
+    "             the others pop\n"
     "  TENANTS    1..400000, or all (default: 1 and 10000); the queue rows have 1\n"
     "  CLIENTS    client threads per process, 1..4096, or all (default: 1 and 32)\n"
     "  PROCESSES  1..256 (default 1); more than 1 (etcd only) runs each row's clients in that\n"

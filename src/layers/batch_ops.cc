@@ -149,9 +149,10 @@ std::vector<Lease> ItemStore::take_batch(Side side, std::size_t n, std::chrono::
 ItemStore::GuardedTake ItemStore::take_unless(Transaction& tr, Side side,
                                               std::chrono::milliseconds vt,
                                               std::span<const contention::OwnedRead> also,
-                                              const std::function<bool(Transaction&)>& refuse) {
+                                              const std::function<bool(Transaction&)>& refuse,
+                                              std::int64_t now) {
   const std::int64_t vt_us = WorkItems::lease_us(vt);
-  release_due_before_end(tr, side, also);
+  release_due_before_end(tr, side, also, now);
   std::optional<KeyValue> kv = end_item(tr, side, /*snapshot=*/false);
   if (!kv) return {GuardedTake::kEmpty, std::nullopt};
   if (refuse(tr)) return {GuardedTake::kRefused, std::nullopt};
@@ -162,7 +163,9 @@ ItemStore::GuardedTake ItemStore::take_unless(Transaction& tr, Side side,
 }
 
 std::optional<Lease> ItemStore::take(Transaction& tr, Side side, std::chrono::milliseconds vt) {
-  return take_unless(tr, side, vt, {}, [](Transaction&) { return false; }).lease;
+  return take_unless(
+             tr, side, vt, {}, [](Transaction&) { return false; }, now_us())
+      .lease;
 }
 
 std::optional<Lease> ItemStore::take(Side side, std::chrono::milliseconds vt) {

@@ -95,16 +95,24 @@ std::optional<KeyValue> ItemStore::end_item(Transaction& tr, Side side, bool sna
 
 void ItemStore::release_due_before_end(Transaction& tr, Side side,
                                        std::span<const contention::OwnedRead> also) {
-  const std::int64_t now = now_us();
+  release_due_before_end(tr, side, also, now_us());
+}
+
+void ItemStore::release_due_before_end(Transaction& tr, Side side,
+                                       std::span<const contention::OwnedRead> also,
+                                       std::int64_t now) {
   hint_due_and_end(tr, side, now, also);
   work_.release_due(tr, now);  // expired leases and due delayed items first (work_items.h)
+}
+
+std::vector<contention::OwnedRead> ItemStore::first_reads(Side side, std::int64_t now) const {
+  return {work_.due_read(now), contention::first_end_read(items_, side, 1, /*snapshot=*/false)};
 }
 
 void ItemStore::hint_due_and_end(Transaction& tr, Side side, std::int64_t now,
                                  std::span<const contention::OwnedRead> also) {
   if (!hint_reads_) return;
-  std::vector<contention::OwnedRead> reads = {
-      work_.due_read(now), contention::first_end_read(items_, side, 1, /*snapshot=*/false)};
+  std::vector<contention::OwnedRead> reads = first_reads(side, now);
   reads.insert(reads.end(), also.begin(), also.end());
   contention::prefetch(tr, reads);
 }

@@ -124,9 +124,14 @@ class ItemStore {
     Outcome outcome = kEmpty;
     std::optional<Lease> lease;  // kTaken
   };
+  // Timers count as due by `now` (unix µs): take_unless's first reads are first_reads(side, now)
+  // and `also`, so a caller that hinted them already (a guess of the next take) saves a round trip.
   GuardedTake take_unless(Transaction& tr, Side side, std::chrono::milliseconds vt,
                           std::span<const contention::OwnedRead> also,
-                          const std::function<bool(Transaction&)>& refuse);
+                          const std::function<bool(Transaction&)>& refuse, std::int64_t now);
+  // The first reads of a pop or take at `side` at `now` (µs): the due timers' and the end's (for
+  // Transaction::prefetch).
+  std::vector<contention::OwnedRead> first_reads(Side side, std::int64_t now) const;
 
   // ---- blocking waits (waiting.cc) ----
   // A pop that, while the queue is empty, blocks on a watch of the size counter (written by every
@@ -188,6 +193,9 @@ class ItemStore {
   // `also`: further reads for the same prefetch (hint_due_and_end).
   void release_due_before_end(Transaction& tr, Side side,
                               std::span<const contention::OwnedRead> also = {});
+  // As release_due_before_end(tr, side, also), with timers due by `now` (unix µs).
+  void release_due_before_end(Transaction& tr, Side side,
+                              std::span<const contention::OwnedRead> also, std::int64_t now);
   // The first reads of a pop at `side` at `now` (µs): the due timers' and the end's, and `also`,
   // handed to Transaction::prefetch together if reads take round trips (else nothing).
   void hint_due_and_end(Transaction& tr, Side side, std::int64_t now,

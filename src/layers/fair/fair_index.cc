@@ -40,8 +40,9 @@ contention::OwnedRead FairIndex::window_read(int n) const {
   return {std::move(ring.begin), std::move(ring.end), {.limit = n}};
 }
 
-std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr) const {
-  const contention::OwnedRead due = due_read(now_us()), ring = window_read(2);
+std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr,
+                                                            std::int64_t now_us) const {
+  const contention::OwnedRead due = due_read(now_us), ring = window_read(2);
   const RangeRead reads[] = {due.view(), ring.view()};
   std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
   // Tenants filed go to the back of the ring, after every entry read: they change the head only
@@ -61,18 +62,13 @@ bool FairIndex::file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) 
       tenants.push_back(std::move(tenant));
     }
   }
-  // Each one's `filed` key (with a read conflict) and weight key (a snapshot read; file() adds
-  // the conflict if it uses it), read together: reads of single keys, as get() would make them.
-  std::vector<std::string> keys, after;  // per tenant: its filed key, its weight key
+  // Each one's `filed` and weight keys, read together.
+  std::vector<contention::OwnedRead> owned;
   for (const std::string& tenant : tenants) {
-    keys.push_back(keys_.filed(tenant));
-    keys.push_back(keys_.weight(tenant));
+    for (contention::OwnedRead& r : filing_reads(tenant)) owned.push_back(std::move(r));
   }
-  for (const std::string& key : keys) after.push_back(common::key_after(key));
   std::vector<RangeRead> reads;
-  for (std::size_t k = 0; k < keys.size(); ++k) {
-    reads.push_back({keys[k], after[k], {.limit = 1, .snapshot = k % 2 == 1}});
-  }
+  for (const contention::OwnedRead& r : owned) reads.push_back(r.view());
   const std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
   bool filed_any = false;
   for (std::size_t t = 0; t < tenants.size(); ++t) {
@@ -82,6 +78,15 @@ bool FairIndex::file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) 
     filed_any = true;
   }
   return filed_any;
+}
+
+std::vector<contention::OwnedRead> FairIndex::filing_reads(std::string_view tenant) const {
+  // Reads of single keys, as get() would make them: the `filed` key with a read conflict, the
+  // weight key as a snapshot (file() adds the conflict if it uses it).
+  std::string filed = keys_.filed(tenant), weight = keys_.weight(tenant);
+  std::string filed_end = common::key_after(filed), weight_end = common::key_after(weight);
+  return {{std::move(filed), std::move(filed_end), {.limit = 1}},
+          {std::move(weight), std::move(weight_end), {.limit = 1, .snapshot = true}}};
 }
 
 std::vector<RingEntry> FairIndex::window(Transaction& tr, int n) const {
@@ -96,7 +101,14 @@ std::optional<FairIndex::Head> FairIndex::head(Transaction& tr) const {
 
 std::optional<FairIndex::Head> FairIndex::head_of(std::vector<KeyValue> two) const {
   if (two.empty()) return std::nullopt;
-  return Head{keys_.ring_entry(std::move(two[0].key), two[0].value), two.size() == 1};
+  std::string next_key = two.size() > 1 ? std::move(two[1].key) : std::string();
+  return Head{keys_.ring_entry(std::move(two[0].key), two[0].value), two.size() == 1,
+              std::move(next_key)};
+}
+
+std::string FairIndex::next_tenant(const Head& head) const {
+  if (head.next_key.empty()) return head.entry.tenant;
+  return keys_.ring_tenant(head.next_key);
 }
 
 std::vector<KeyValue> FairIndex::first(Transaction& tr, int n) const {

@@ -43,6 +43,8 @@ class FairIndex {
   // The first read of file_due(tr, now_us), and of window(tr, n) (for Transaction::prefetch).
   contention::OwnedRead due_read(std::int64_t now_us) const;
   contention::OwnedRead window_read(int n) const;
+  // The reads file_due makes for a due wake-up of `tenant` (its `filed` and weight keys).
+  std::vector<contention::OwnedRead> filing_reads(std::string_view tenant) const;
   // The ring's first `n` (>= 1) entries in turn order, read with a read conflict (two pops of one
   // turn conflict; on the whole ring if it holds fewer: then no tenant can be filed meanwhile
   // without a conflict, and one entry read when more were asked for is alone in the ring).
@@ -52,11 +54,15 @@ class FairIndex {
   struct Head {
     RingEntry entry;
     bool alone = false;
+    std::string next_key;  // the ring key of the entry after it ("" if alone; see next_tenant)
   };
   std::optional<Head> head(Transaction& tr) const;
-  // file_due(tr), then head(tr), with the two first reads made together (Transaction::get_ranges:
-  // one round trip on etcd instead of two).
-  std::optional<Head> file_due_and_head(Transaction& tr) const;
+  // The tenant of the entry after `head` (its own if alone): the head after `head` is served
+  // once and moved to the back.
+  std::string next_tenant(const Head& head) const;
+  // file_due(tr, now_us), then head(tr), with the two first reads made together
+  // (Transaction::get_ranges: one round trip on etcd instead of two).
+  std::optional<Head> file_due_and_head(Transaction& tr, std::int64_t now_us) const;
   // Takes `entry`'s tenant out of the ring.
   void retire(Transaction& tr, const RingEntry& entry) const;
   // `entry`'s tenant was served `served` (>= 1) times in a row: it keeps the turn while it has

@@ -47,6 +47,11 @@ RingEntry FairKeys::ring_entry(std::string key, std::string_view value) const {
   return RingEntry{std::move(key), k.get_bytes(3).data, v.get_int(0), v.get_int(1)};
 }
 
+std::string FairKeys::ring_tenant(std::string_view key) const {
+  const Tuple k = space_.unpack(key);
+  return k.get_bytes(k.size() - 1).data;  // the last element in both layouts
+}
+
 std::string FairKeys::ring_value(std::int64_t credit, std::int64_t weight) {
   return Tuple().append(credit).append(weight).pack();
 }

@@ -60,6 +60,8 @@ class FairKeys {
   KeyRange ring_range() const { return space_.range(Tuple().append("r")); }
   // Decodes a key and value of ring_range() (also of the earlier layout, see RingEntry::weight).
   RingEntry ring_entry(std::string key, std::string_view value) const;
+  // The tenant of a key of ring_range() (of either layout).
+  std::string ring_tenant(std::string_view key) const;
   // The value of a ring entry.
   static std::string ring_value(std::int64_t credit, std::int64_t weight);
   std::string filed(std::string_view tenant) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "common/bytes.h"
 #include "common/clock.h"
@@ -113,11 +114,14 @@ void FairState::lease_ended(Transaction& tr, const Lease& lease,
 
 template <typename T>
 FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, int max_retired) {
+  const std::int64_t now = now_us();
+  hint_guessed_turn(tr, now, /*take=*/std::is_same_v<T, Lease>);
   // The head and whether another tenant follows it (if not, it stays in place).
-  std::optional<FairIndex::Head> head = index_.file_due_and_head(tr);
+  std::optional<FairIndex::Head> head = index_.file_due_and_head(tr, now);
   for (int retired = 0; head; head = index_.head(tr)) {
-    if (std::optional<T> v = serve_one(head->entry.tenant, tr)) {
+    if (std::optional<T> v = serve_one(head->entry.tenant, tr, now)) {
       index_.advance(tr, head->entry, 1, head->alone);
+      guess_next_head(*head);
       return {true, std::move(v)};
     }
     index_.retire(tr, head->entry);
@@ -157,11 +161,13 @@ void FairState::keep_awake_if_timers_due(Transaction& tr, const std::string& ten
 }
 
 FairState::Serve<FairItem> FairState::popper() {
-  return [this](const std::string& tenant, Transaction& tr) -> std::optional<FairItem> {
-    const std::int64_t now = now_us();
+  return [this](const std::string& tenant, Transaction& tr,
+                std::int64_t now) -> std::optional<FairItem> {
     if (hint_reads_) {
+      // Its two reads in one round trip (none if hint_guessed_turn guessed it: a read fetched
+      // already is not asked again).
       const std::string_view tenants[] = {tenant};
-      tenant_items_.prefetch(tr, tenants, now);  // its two reads in one round trip
+      tenant_items_.prefetch(tr, tenants, now);
     }
     std::vector<std::string> got = pop_tenant(tr, tenant, 1, now, ShortBatch::kMeansNoMore);
     if (got.empty()) return std::nullopt;
@@ -169,21 +175,56 @@ FairState::Serve<FairItem> FairState::popper() {
   };
 }
 
+void FairState::hint_guessed_turn(Transaction& tr, std::int64_t now, bool take) {
+  if (!hint_reads_) return;
+  std::string guess, served;
+  {
+    std::lock_guard lock(head_mu_);
+    guess = next_head_;
+    served = last_served_;
+  }
+  std::vector<contention::OwnedRead> reads;
+  if (!guess.empty() && take) {
+    reads = tenant_store(guess)->first_reads(contention::Side::kFront, now);
+    for (contention::OwnedRead& r : lease_limit_reads(guess)) reads.push_back(std::move(r));
+  } else if (!guess.empty()) {
+    const std::string_view tenants[] = {guess};
+    reads = tenant_items_.first_reads(tenants, now);
+  }
+  // The wake-up of an ack or nack of the lease a take just made (or of a push to the tenant just
+  // served) is filed by this turn: the reads that files it.
+  std::vector<std::string_view> woken = {served};
+  if (guess != served) woken.push_back(guess);
+  for (std::string_view tenant : woken) {
+    if (tenant.empty()) continue;
+    for (contention::OwnedRead& r : index_.filing_reads(tenant)) reads.push_back(std::move(r));
+  }
+  reads.push_back(index_.due_read(now));
+  reads.push_back(index_.window_read(2));
+  contention::prefetch(tr, reads);
+}
+
+void FairState::guess_next_head(const FairIndex::Head& served) {
+  if (!hint_reads_) return;
+  // A head with turns left keeps the head (advance); else the entry after it comes next.
+  std::string next = served.entry.credit > 1 ? served.entry.tenant : index_.next_tenant(served);
+  std::lock_guard lock(head_mu_);
+  next_head_ = std::move(next);
+  last_served_ = served.entry.tenant;
+}
+
 FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
   if (vt.count() <= 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "fair queue: visibility timeout must be > 0");
   }
-  return [this, vt](const std::string& tenant, Transaction& tr) -> std::optional<Lease> {
-    const std::int64_t now = now_us();
+  return [this, vt](const std::string& tenant, Transaction& tr,
+                    std::int64_t now) -> std::optional<Lease> {
     // The leased count is read after the tenant's expired leases moved back (so it is current),
     // and in the round trip of the item's read.
     const bool limited = options_.max_leased_per_tenant > 0;
-    std::vector<contention::OwnedRead> leased;
-    if (limited)
-      leased.push_back(contention::point_read(leased_counter(keys_.tenant_control(tenant))));
     ItemStore::GuardedTake taken = tenant_store(tenant)->take_unless(
-        tr, contention::Side::kFront, vt, leased,
-        [&](Transaction& t) { return limited && at_lease_limit(t, tenant); });
+        tr, contention::Side::kFront, vt, lease_limit_reads(tenant),
+        [&](Transaction& t) { return limited && at_lease_limit(t, tenant); }, now);
     if (taken.outcome == ItemStore::GuardedTake::kRefused) {
       return std::nullopt;  // its leases' wake-ups bring it back
     }
@@ -197,6 +238,11 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
     index_.wake(tr, tenant, micros(lease.deadline), lease.token);
     return lease;
   };
+}
+
+std::vector<contention::OwnedRead> FairState::lease_limit_reads(std::string_view tenant) const {
+  if (options_.max_leased_per_tenant == 0) return {};
+  return {contention::point_read(leased_counter(keys_.tenant_control(tenant)))};
 }
 
 bool FairState::at_lease_limit(Transaction& tr, std::string_view tenant) const {

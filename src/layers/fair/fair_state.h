@@ -61,10 +61,12 @@ class FairState {
   void pushed(Transaction& tr, std::string_view tenant, std::int64_t due_us) const;
 
   // One turn: files due wake-ups, then serves the first tenant of the ring with `serve` (the
-  // tenant, the transaction; nullopt if the tenant has nothing for it: it leaves the ring and the
-  // next one is tried). nullopt if no tenant could be served.
+  // tenant, the transaction, the time of the turn in unix µs: timers due by then count; nullopt
+  // if the tenant has nothing for it: it leaves the ring and the next one is tried). nullopt if no
+  // tenant could be served.
   template <typename T>
-  using Serve = std::function<std::optional<T>(const std::string& tenant, Transaction&)>;
+  using Serve =
+      std::function<std::optional<T>(const std::string& tenant, Transaction&, std::int64_t now)>;
   std::optional<FairItem> pop(Transaction& tr);
   std::optional<Lease> take(Transaction& tr, std::chrono::milliseconds vt);
 
@@ -122,6 +124,8 @@ class FairState {
   // meanwhile (which wakes the tenant) makes the take retry rather than retire the tenant and
   // clear that wake-up.
   bool at_lease_limit(Transaction& tr, std::string_view tenant) const;
+  // The read at_lease_limit makes first (none without a limit), for Transaction::prefetch.
+  std::vector<contention::OwnedRead> lease_limit_reads(std::string_view tenant) const;
   // Up to `n` (>= 1) items from the front of `tenant`'s items, as its Queue::pop_batch(tr, n)
   // (through tenant_items_, or the tenant's Queue if it has timers due by `now_us` to move first),
   // fewer than n telling what `short_batch` says (fitting.h; the tenant's Queue: kMeansNoMore).
@@ -136,6 +140,13 @@ class FairState {
                                 std::int64_t now_us) const;
   // A turn's pop: the front item of the tenant, nullopt if it has none.
   Serve<FairItem> popper();
+  // Before a single pop's (or `take`'s) turn at `now` (µs), on engines whose reads take round
+  // trips: hints the turn's first reads (the due wake-ups, the ring's head) together with the
+  // first reads of the tenant guessed to be at the head (next_head_), so that a right guess saves
+  // the turn a round trip.
+  void hint_guessed_turn(Transaction& tr, std::int64_t now, bool take);
+  // Remembers the tenant at the head once `served` (the head a turn just served) moved on.
+  void guess_next_head(const FairIndex::Head& served);
   // pop() combined with other threads' (options.combine); throws timed_out or
   // transaction_timed_out if its group could not pop by `deadline` (SteadyTime::max(): none).
   std::optional<FairItem> combined_pop(common::SteadyTime deadline);
@@ -229,6 +240,11 @@ class FairState {
   std::unique_ptr<combining::Combiner> pops_;       // options.combine only
   contention::ItemRange staging_;                   // options.high_contention only:
   std::unique_ptr<contention::StagedPops> staged_;  // its waiting pops and fulfiller
+  // The tenant the last single pop or take of this process left at the ring's head (a guess:
+  // other processes pop too); "" for none yet.
+  std::mutex head_mu_;
+  std::string next_head_;
+  std::string last_served_;  // the tenant that turn served
   // tenant_queue's cache of item stores, by tenant.
   mutable std::mutex stores_mu_;
   mutable std::map<std::string, std::shared_ptr<ItemStore>, std::less<>> stores_;

@@ -60,25 +60,22 @@ std::optional<std::vector<std::string>> TenantItems::pop(Transaction& tr, std::s
   return out;
 }
 
+std::vector<contention::OwnedRead> TenantItems::first_reads(
+    std::span<const std::string_view> tenants, std::int64_t now_us) {
+  std::vector<contention::OwnedRead> reads;
+  reads.reserve(2 * tenants.size());
+  for (std::string_view tenant : tenants) {
+    const std::shared_ptr<const Keys> k = keys_of(tenant);
+    reads.push_back({k->due_begin, due_before_key(k->control, now_us), kDueRead});
+    // consume_fitting reads one item first, whatever the batch.
+    reads.push_back(contention::first_end_read(k->items, contention::Side::kFront, 1, false));
+  }
+  return reads;
+}
+
 void TenantItems::prefetch(Transaction& tr, std::span<const std::string_view> tenants,
                            std::int64_t now_us) {
-  // The keys the reads view, kept until the hint is given (reserved: they do not move).
-  std::vector<std::shared_ptr<const Keys>> keys;
-  std::vector<std::string> due_ends;
-  std::vector<contention::OwnedRead> fronts;
-  keys.reserve(tenants.size());
-  due_ends.reserve(tenants.size());
-  fronts.reserve(tenants.size());
-  std::vector<RangeRead> reads;
-  for (std::string_view tenant : tenants) {
-    const Keys* k = keys.emplace_back(keys_of(tenant)).get();
-    due_ends.push_back(due_before_key(k->control, now_us));
-    reads.push_back({k->due_begin, due_ends.back(), kDueRead});
-    // consume_fitting reads one item first, whatever the batch.
-    fronts.push_back(contention::first_end_read(k->items, contention::Side::kFront, 1, false));
-    reads.push_back(fronts.back().view());
-  }
-  tr.prefetch(reads);
+  contention::prefetch(tr, first_reads(tenants, now_us));
 }
 
 }  // namespace kvq::detail

@@ -24,6 +24,7 @@
 #include "kvq/database.h"
 #include "kvq/subspace.h"
 #include "layers/contention/control.h"
+#include "layers/contention/owned_read.h"
 #include "layers/fair/fair_keys.h"
 #include "layers/fitting.h"
 
@@ -50,9 +51,12 @@ class TenantItems {
   std::optional<std::vector<std::string>> pop(Transaction& tr, std::string_view tenant,
                                               std::size_t n, const TransactionLimits& limits,
                                               std::int64_t now_us, ShortBatch short_batch);
-  // Tells `tr` (Transaction::prefetch) the first two reads that pop(tr, tenant, n, limits, now_us)
-  // makes for each of `tenants` (its timers and its front item; the same for any n), so that an
-  // engine with round trips fetches them for all of these tenants in one.
+  // The first two reads that pop(tr, tenant, n, limits, now_us) makes for each of `tenants` (its
+  // timers and its front item; the same for any n), for Transaction::prefetch, so that an engine
+  // with round trips fetches them for all of these tenants (and `also`'s reads) in one.
+  std::vector<contention::OwnedRead> first_reads(std::span<const std::string_view> tenants,
+                                                 std::int64_t now_us);
+  // Hands first_reads(tenants, now_us) to tr.prefetch.
   void prefetch(Transaction& tr, std::span<const std::string_view> tenants, std::int64_t now_us);
 
  private:
