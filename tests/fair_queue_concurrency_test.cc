@@ -124,6 +124,18 @@ TEST_P(FairQueueConcurrencyTest, CombinedPopsDeliverEveryItemOnceAndInOrderWithi
   run_and_check_history(fq, items());
 }
 
+// Many tenants with a few items each, pushed while two objects' combined groups pop: many turns
+// find a tenant emptied since its last turn and retire it while pushes file it again, and on etcd
+// a group reads the fronts of its window's tenants ahead, together (TenantItems::fronts).
+TEST_P(FairQueueConcurrencyTest, CombinedPopsRetiringManySmallTenantsLoseNothing) {
+  constexpr int kSmallTenants = 97;  // prime to the producers' count
+  FairQueueOptions o;
+  o.combine = true;
+  FairQueue fq = make(o);
+  FairQueue other = make(o);
+  run_and_check_history(fq, items(), kSmallTenants, &other);
+}
+
 TEST_P(FairQueueConcurrencyTest, CombinedPopsFavoringLatencyDeliverEveryItemOnceAndInOrder) {
   FairQueueOptions o;
   o.combine = true;

@@ -76,23 +76,44 @@ RangeRead first_part(const std::string& begin, const std::string& end,
   return back ? RangeRead{*bound, end, options} : RangeRead{begin, *bound, options};
 }
 
+// The second read of read_two_parts, if the first found `found` items: the rest of [begin, end)
+// beyond the window, for the items still wanted (nullopt if none are, or there is no window).
+std::optional<RangeRead> second_part(const std::string& begin, const std::string& end,
+                                     const std::optional<std::string>& bound, Side side, int limit,
+                                     bool snapshot, std::size_t found) {
+  if (!windowed(begin, end, bound, limit)) return std::nullopt;
+  const int rest = limit - static_cast<int>(found);
+  if (rest <= 0) return std::nullopt;
+  if (side == Side::kBack)
+    return RangeRead{begin, *bound, {.limit = rest, .reverse = true, .snapshot = snapshot}};
+  return RangeRead{*bound, end, {.limit = rest, .snapshot = snapshot}};
+}
+
+void append(std::vector<KeyValue>& to, std::vector<KeyValue> more) {
+  to.insert(to.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
+
 // Up to `limit` items of [begin, end) from `side`: first from the window between `bound` and
 // that side's end, then, if it ran short, from the rest (see the file comment).
 std::vector<KeyValue> read_two_parts(Transaction& tr, const std::string& begin,
                                      const std::string& end,
                                      const std::optional<std::string>& bound, Side side, int limit,
                                      bool snapshot) {
-  const bool back = side == Side::kBack;
   const RangeRead first = first_part(begin, end, bound, side, limit, snapshot);
   std::vector<KeyValue> near = tr.get_range(first.begin, first.end, first.options);
-  if (!windowed(begin, end, bound, limit)) return near;
-  const int rest = limit - static_cast<int>(near.size());
-  if (rest <= 0) return near;
-  std::vector<KeyValue> far =
-      back ? tr.get_range(begin, *bound, {.limit = rest, .reverse = true, .snapshot = snapshot})
-           : tr.get_range(*bound, end, {.limit = rest, .snapshot = snapshot});
-  near.insert(near.end(), std::make_move_iterator(far.begin()), std::make_move_iterator(far.end()));
+  if (auto far = second_part(begin, end, bound, side, limit, snapshot, near.size())) {
+    append(near, tr.get_range(far->begin, far->end, far->options));
+  }
   return near;
+}
+
+// Remembers where the read at `side` of `items` that returned `out` found its last item.
+void remember_end(const ItemRange& items, Side side, const std::vector<KeyValue>& out) {
+  if (!items.hints || out.empty()) return;
+  if (auto p = place_of(items, out.back().key)) {
+    std::lock_guard lock(items.hints->mu);
+    items.hints->ends[static_cast<int>(side)] = p;
+  }
 }
 
 // Remembers item key `key` as the last of its priority (for the next push's window).
@@ -140,13 +161,43 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
   const std::optional<std::string> bound = window_bound(items, side, limit);
   std::vector<KeyValue> out =
       read_two_parts(tr, items.begin, items.end, bound, side, limit, snapshot);
-  if (items.hints && !out.empty()) {
-    if (auto p = place_of(items, out.back().key)) {
-      std::lock_guard lock(items.hints->mu);
-      items.hints->ends[static_cast<int>(side)] = p;
+  remember_end(items, side, out);
+  return out;
+}
+
+std::vector<std::vector<KeyValue>> read_ends(Transaction& tr,
+                                             std::span<const ItemRange* const> items, Side side,
+                                             int limit, bool snapshot,
+                                             std::span<const RangeRead> also,
+                                             std::vector<std::vector<KeyValue>>* also_got) {
+  std::vector<std::optional<std::string>> bounds;
+  std::vector<RangeRead> firsts;
+  for (const ItemRange* r : items) {
+    bounds.push_back(window_bound(*r, side, limit));
+    firsts.push_back(first_part(r->begin, r->end, bounds.back(), side, limit, snapshot));
+  }
+  firsts.insert(firsts.end(), also.begin(), also.end());
+  std::vector<std::vector<KeyValue>> got = tr.get_ranges(firsts);
+  if (also_got)
+    also_got->assign(std::make_move_iterator(got.begin() + items.size()),
+                     std::make_move_iterator(got.end()));
+  got.resize(items.size());
+  // The second parts of the windows that ran short, together.
+  std::vector<RangeRead> seconds;
+  std::vector<std::size_t> second_of;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (auto far = second_part(items[i]->begin, items[i]->end, bounds[i], side, limit, snapshot,
+                               got[i].size())) {
+      seconds.push_back(*far);
+      second_of.push_back(i);
     }
   }
-  return out;
+  std::vector<std::vector<KeyValue>> got_far = tr.get_ranges(seconds);
+  for (std::size_t j = 0; j < second_of.size(); ++j) {
+    append(got[second_of[j]], std::move(got_far[j]));
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) remember_end(*items[i], side, got[i]);
+  return got;
 }
 
 std::vector<KeyValue> read_end_up_to_last(Transaction& tr, const ItemRange& items, Side side,

@@ -368,17 +368,21 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
     // One entry: the window read the whole ring, so the tenant is alone in it and has every turn
     // left (and its entry stays in place).
     const bool alone = ring.size() == 1;
-    std::size_t prefetched = 0;  // entries whose tenants' first reads were prefetched
+    std::vector<std::optional<TenantItems::Front>> fronts(ring.size());
+    // Entries whose tenants' first reads were made or hinted ahead (on engines whose reads take
+    // round trips; elsewhere that would only cost CPU).
+    std::size_t read_ahead = 0;
     for (std::size_t i = 0; i < ring.size(); ++i) {
       const RingEntry& entry = ring[i];
       const std::size_t want =
           alone ? wanted : std::min(static_cast<std::size_t>(entry.credit), n - out.size());
       if (want == 0) break;
-      if (hint_reads_ && i == prefetched) {
-        prefetched = prefetch_turns(tr, ring, i, turn_ops, limits, now);
+      if (hint_reads_ && i == read_ahead) {
+        read_ahead = read_turns_ahead(tr, ring, i, alone, turn_ops, limits, now, fronts);
       }
       std::vector<std::string> got =
-          pop_tenant(tr, entry.tenant, want, now, ShortBatch::kSaysNothing);
+          fronts[i] ? pop_front(tr, entry.tenant, *fronts[i], now)
+                    : pop_tenant(tr, entry.tenant, want, now, ShortBatch::kSaysNothing);
       if (got.empty()) {  // its items ran out (read with a conflict): it leaves the ring
         index_.retire(tr, entry);
         if (++retired == kRetirePerTransaction) return out;  // commit that, go on
@@ -402,19 +406,35 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
   return out;
 }
 
-std::size_t FairState::prefetch_turns(Transaction& tr, const std::vector<RingEntry>& ring,
-                                      std::size_t from, std::size_t turn_ops,
-                                      const TransactionLimits& limits, std::int64_t now_us) {
+std::size_t FairState::read_turns_ahead(Transaction& tr, const std::vector<RingEntry>& ring,
+                                        std::size_t from, bool alone, std::size_t turn_ops,
+                                        const TransactionLimits& limits, std::int64_t now_us,
+                                        std::vector<std::optional<TenantItems::Front>>& fronts) {
   std::size_t to = ring.size();
   if (turn_ops > 0) {  // as many as fit, and one more (the loop's bound is an estimate)
     const std::size_t used = tr.usage().operations;
     const std::size_t room = limits.max_operations > used ? limits.max_operations - used : 0;
     to = std::min(to, from + room / turn_ops + 1);
   }
-  std::vector<std::string_view> tenants;
-  for (std::size_t i = from; i < to; ++i) tenants.push_back(ring[i].tenant);
+  // Singles: the tenants with one turn (credit 1), whose fronts are read here.
+  const auto single = [&](std::size_t i) { return !alone && ring[i].credit == 1; };
+  std::vector<std::string_view> tenants, singles;
+  for (std::size_t i = from; i < to; ++i) {
+    tenants.push_back(ring[i].tenant);
+    if (single(i)) singles.push_back(ring[i].tenant);
+  }
   tenant_items_.prefetch(tr, tenants, now_us);
+  std::vector<TenantItems::Front> read = tenant_items_.fronts(tr, singles, now_us);
+  for (std::size_t i = from, s = 0; i < to; ++i) {
+    if (single(i)) fronts[i] = std::move(read[s++]);
+  }
   return to;
+}
+
+std::vector<std::string> FairState::pop_front(Transaction& tr, const std::string& tenant,
+                                              TenantItems::Front& front, std::int64_t now_us) {
+  if (auto got = tenant_items_.pop_front(tr, tenant, front)) return std::move(*got);
+  return pop_tenant(tr, tenant, 1, now_us, ShortBatch::kSaysNothing);  // timers due first
 }
 
 std::optional<Lease> FairState::take(milliseconds vt) { return serve_marked<Lease>(taker(vt)); }

@@ -173,12 +173,20 @@ class FairState {
   std::vector<std::optional<FairItem>> turns_that_fit(Transaction& tr, std::size_t n,
                                                       const TransactionLimits& limits,
                                                       std::int64_t now);
-  // Prefetches (TenantItems::prefetch) the first reads of the turns of ring[from...]: those of as
-  // many tenants as `limits` leave room for at `turn_ops` operations a turn (all if 0: none served
-  // yet), and one more. Returns the index after the last tenant prefetched.
-  std::size_t prefetch_turns(Transaction& tr, const std::vector<RingEntry>& ring, std::size_t from,
-                             std::size_t turn_ops, const TransactionLimits& limits,
-                             std::int64_t now_us);
+  // Reads ahead the turns of ring[from...]: those of as many tenants as `limits` leave room for
+  // at `turn_ops` operations a turn (all if 0: none served yet), and one more (for engines whose
+  // reads take round trips). Their first reads are hinted (TenantItems::prefetch), and the fronts
+  // of those with one turn (credit 1, not `alone`) are read together into fronts[i]
+  // (TenantItems::fronts: a tenant found empty costs no round trip of its own). Returns the index
+  // after the last tenant read ahead.
+  std::size_t read_turns_ahead(Transaction& tr, const std::vector<RingEntry>& ring,
+                               std::size_t from, bool alone, std::size_t turn_ops,
+                               const TransactionLimits& limits, std::int64_t now_us,
+                               std::vector<std::optional<TenantItems::Front>>& fronts);
+  // One turn's pop of `tenant` from `front` (read ahead in this transaction), or through
+  // pop_tenant if it has timers due.
+  std::vector<std::string> pop_front(Transaction& tr, const std::string& tenant,
+                                     TenantItems::Front& front, std::int64_t now_us);
 
   // ---- high-contention mode (fair_staging.cc) ----
   // The staging range (FairKeys::staging) as the fulfiller's item range.

@@ -1,5 +1,7 @@
 #include "layers/fair/tenant_items.h"
 
+#include "client/transaction_access.h"
+#include "common/bytes.h"
 #include "kvq/tuple.h"
 #include "layers/contention/end_windows.h"
 #include "layers/fitting.h"
@@ -57,6 +59,49 @@ std::optional<std::vector<std::string>> TenantItems::pop(Transaction& tr, std::s
                     tr.clear(kv.key);
                     out.push_back(std::move(kv.value));
                   });
+  return out;
+}
+
+std::vector<TenantItems::Front> TenantItems::fronts(Transaction& tr,
+                                                    std::span<const std::string_view> tenants,
+                                                    std::int64_t now_us) {
+  if (tenants.empty()) return {};
+  std::vector<std::shared_ptr<const Keys>> keys;
+  std::vector<const contention::ItemRange*> items;
+  std::vector<std::string> due_ends;
+  keys.reserve(tenants.size());
+  due_ends.reserve(tenants.size());
+  std::vector<RangeRead> due_reads;
+  for (std::string_view tenant : tenants) {
+    const Keys* k = keys.emplace_back(keys_of(tenant)).get();
+    items.push_back(&k->items);
+    due_ends.push_back(due_before_key(k->control, now_us));
+    due_reads.push_back({k->due_begin, due_ends.back(), kDueRead});
+  }
+  std::vector<std::vector<KeyValue>> due;
+  std::vector<std::vector<KeyValue>> first = contention::read_ends(
+      tr, items, contention::Side::kFront, 1, /*snapshot=*/true, due_reads, &due);
+  std::vector<Front> out(tenants.size());
+  for (std::size_t i = 0; i < tenants.size(); ++i) {
+    out[i].timers_due = !due[i].empty();
+    if (!first[i].empty()) out[i].item = std::move(first[i][0]);
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> TenantItems::pop_front(Transaction& tr,
+                                                               std::string_view tenant,
+                                                               Front& front) {
+  if (front.timers_due) return std::nullopt;
+  const std::shared_ptr<const Keys> k = keys_of(tenant);
+  std::vector<std::string> out;
+  // What read_end's read with a conflict would have covered: up to the item, or all the items.
+  detail::TransactionAccess::add_read_conflict_as_read(
+      tr, k->items.begin, front.item ? common::key_after(front.item->key) : k->items.end);
+  if (!front.item) return out;
+  tr.clear(front.item->key);
+  contention::add_size(tr, k->items, -1);
+  out.push_back(std::move(front.item->value));
   return out;
 }
 

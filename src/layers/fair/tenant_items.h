@@ -51,6 +51,22 @@ class TenantItems {
   std::optional<std::vector<std::string>> pop(Transaction& tr, std::string_view tenant,
                                               std::size_t n, const TransactionLimits& limits,
                                               std::int64_t now_us, ShortBatch short_batch);
+  // What pop(tr, tenant, 1, ...) reads first, read ahead by fronts().
+  struct Front {
+    bool timers_due = false;       // the tenant has a timer due: pop through its Queue
+    std::optional<KeyValue> item;  // its first item, if it has one
+  };
+  // The fronts of `tenants` at `now_us`: what pop(tr, tenant, 1, limits, now_us, ...) reads of
+  // each (its due timers, its first item), read as snapshots, all of them in two round trips on
+  // etcd (end_windows.h read_ends) where pops one by one make one or two each. No read conflict:
+  // pop_front adds the one pop would have added, for the tenants it serves.
+  std::vector<Front> fronts(Transaction& tr, std::span<const std::string_view> tenants,
+                            std::int64_t now_us);
+  // pop(tr, tenant, 1, ...) with `front` (fronts() of `tenant` in this transaction, no write to
+  // the tenant's items since): the read conflict of its reads, the item's clear and counters.
+  // nullopt if the tenant has timers due (pop through its Queue), else its item or none.
+  std::optional<std::vector<std::string>> pop_front(Transaction& tr, std::string_view tenant,
+                                                    Front& front);
   // The first two reads that pop(tr, tenant, n, limits, now_us) makes for each of `tenants` (its
   // timers and its front item; the same for any n), for Transaction::prefetch, so that an engine
   // with round trips fetches them for all of these tenants (and `also`'s reads) in one.
