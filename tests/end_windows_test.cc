@@ -3,14 +3,18 @@
 // it can be (another object moved the end far away; an item came back below it; a better priority
 // arrived outside the window; the queue emptied) and check that pops, takes, peeks and pushes
 // still see exactly what one read of the whole range would, on every engine.
+#include "layers/contention/end_windows.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "kvq/kvq.h"
+#include "layers/item_keys.h"
 #include "support/layer_fixture.h"
 
 namespace kvq {
@@ -18,6 +22,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::LayerTest;
+constexpr contention::Side kFront = contention::Side::kFront;
 
 class EndWindowsTest : public LayerTest {
  protected:
@@ -145,6 +150,39 @@ TEST_P(EndWindowsTest, PriorityPushesAfterAnotherObjectPushedFarAheadKeepFifo) {
   mine.push("last", 3);
   EXPECT_EQ(mine.pop_min(), "first");
   EXPECT_EQ(mine.pop_max(), "last");
+}
+
+// read_ends reads the ends of several item ranges together (two get_ranges): it returns what
+// read_end of each returns, windows found short or not. The ranges' keys are short (a subspace of
+// a few bytes), so the window bounds it builds are short strings, which must stay where its reads
+// view them (a sanitizer build catches reads of moved ones).
+TEST_P(EndWindowsTest, ReadEndsOfSeveralRangesReturnWhatReadEndOfEachReturns) {
+  constexpr int kRanges = 6;
+  const auto tag = static_cast<std::int64_t>(std::random_device{}() & 0xffff);
+  std::vector<contention::ItemRange> ranges;
+  for (int i = 0; i < kRanges; ++i) {
+    const Subspace space(Tuple().append(tag).append(i));
+    Queue q(db_, space);
+    push_all(q, numbered(0, 300));
+    ranges.push_back(detail::item_range_of(space, /*prioritized=*/false));
+    // A front hint at the first item, then the front moved by another object: within the window
+    // for even ranges, past it (the window reads short) for odd ones, all of it for the last.
+    db_->run([&](Transaction& tr) { contention::read_end(tr, ranges.back(), kFront, 1, true); });
+    pop_n(q, i == kRanges - 1 ? 300 : i % 2 == 0 ? 100 : 280);
+  }
+  std::vector<const contention::ItemRange*> items;
+  for (const contention::ItemRange& r : ranges) items.push_back(&r);
+  db_->run([&](Transaction& tr) {
+    const std::vector<std::vector<KeyValue>> got =
+        contention::read_ends(tr, items, kFront, 2, /*snapshot=*/true);
+    ASSERT_EQ(got.size(), ranges.size());
+    for (int i = 0; i < kRanges; ++i) {
+      const contention::ItemRange& r = ranges[static_cast<std::size_t>(i)];
+      EXPECT_EQ(got[static_cast<std::size_t>(i)],
+                tr.get_range(r.begin, r.end, {.limit = 2, .snapshot = true}))
+          << "range " << i;
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EndWindowsTest, ::testing::ValuesIn(testing::layer_params()),

@@ -15,6 +15,7 @@
 #include "kvq/kvq.h"
 #include "support/error_code.h"
 #include "support/fair_fixture.h"
+#include "support/hooked_engine.h"
 
 namespace kvq {
 namespace {
@@ -412,6 +413,36 @@ TEST_P(FairQueueTest, AnAckCommittedDuringATakeAtTheLimitKeepsTheTenantServed) {
   auto a1 = fq.take(30s);
   ASSERT_TRUE(a1);
   EXPECT_EQ(a1->value, "a-1");
+}
+
+// A turn that finds a tenant emptied since its last turn retires it, and a push to that tenant
+// committed between the turn's reads and its commit makes the turn retry (its read of the
+// tenant's items conflicts), or the tenant would leave the ring with an item. Single pops, and a
+// combined group (on etcd it reads the tenant's front ahead as a snapshot and adds the conflict
+// itself: TenantItems::pop_front).
+TEST_P(FairQueueTest, ARetiringTurnConflictsWithAPushToTheTenantBeforeItsCommit) {
+  for (const bool combine : {false, true}) {
+    SCOPED_TRACE(combine ? "combined" : "single");
+    const Subspace space = space_.subspace(Tuple().append(combine));
+    FairQueue fq(db_, space);
+    fq.push("a", "a-0");
+    fq.push_batch("b", {"b-0", "b-1"});
+    ASSERT_EQ(fq.pop()->value, "a-0");  // the ring: b, then a (empty now)
+    ASSERT_EQ(fq.pop()->value, "b-0");  // a, b
+    auto hooked = std::make_shared<testing::HookedEngine>(db_->engine());
+    auto hooked_db = std::make_shared<Database>(hooked, "hooked");
+    FairQueueOptions o;
+    o.combine = combine;
+    FairQueue turn(hooked_db, space, o);
+    hooked->before_commit([&] { fq.push("a", "a-1"); });
+    // The first attempt retires a and pops b-1; retried after the push, it finds a-1 first.
+    const std::optional<FairItem> got = turn.pop();
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->value, "a-1");
+    EXPECT_GE(hooked_db->stats().conflicts, 1u);
+    EXPECT_EQ(fq.pop()->value, "b-1");
+    EXPECT_EQ(fq.pop(), std::nullopt);
+  }
 }
 
 // A nack with a delay ends a lease as an ack does: a tenant at its limit is served again at once,

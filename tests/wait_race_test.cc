@@ -11,93 +11,16 @@
 #include <string>
 #include <thread>
 
-#include "engine/engine.h"
-#include "engine/watch_state.h"
 #include "kvq/kvq.h"
 #include "layers/fair/fair_keys.h"
+#include "support/hooked_engine.h"
 
 namespace kvq {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::HookedEngine;
 using Clock = std::chrono::steady_clock;
-
-// Passes everything to `base`, except: once, a range read starting at a given key with a given
-// limit first runs a callback (in the reading session, before the read fixes its version), and
-// once, a watch is failed with a given error instead of being registered.
-class HookedEngine final : public engine::Engine {
- public:
-  explicit HookedEngine(std::shared_ptr<engine::Engine> base) : base_(std::move(base)) {}
-
-  // Runs `event` before the first range read of [begin, ...) with `limit` (once).
-  void before_read(std::string begin, int limit, std::function<void()> event) {
-    std::lock_guard lock(mu_);
-    trigger_ = Trigger{std::move(begin), limit, std::move(event)};
-  }
-  // Fails the next watch registered with `error`.
-  void fail_next_watch(Error error) {
-    std::lock_guard lock(mu_);
-    watch_error_ = std::move(error);
-  }
-
-  std::unique_ptr<engine::Session> begin() override {
-    return std::make_unique<HookedSession>(*this, base_->begin());
-  }
-  void watch(std::string key, std::optional<std::string> value_seen, Version version,
-             std::shared_ptr<detail::WatchState> state) override {
-    std::optional<Error> error;
-    {
-      std::lock_guard lock(mu_);
-      error.swap(watch_error_);
-    }
-    if (error) return state->fail(*error);
-    base_->watch(std::move(key), std::move(value_seen), version, std::move(state));
-  }
-  std::uint64_t commit_batches() const override { return base_->commit_batches(); }
-  TransactionLimits limits() const override { return base_->limits(); }
-  bool commits_can_be_unknown() const override { return base_->commits_can_be_unknown(); }
-
- private:
-  struct Trigger {
-    std::string begin;
-    int limit;
-    std::function<void()> event;
-  };
-
-  // The event of a read of [begin, ...) with `limit`, if one is due (taken: it runs once).
-  std::function<void()> take_event(std::string_view begin, int limit) {
-    std::lock_guard lock(mu_);
-    if (!trigger_ || trigger_->begin != begin || trigger_->limit != limit) return {};
-    std::function<void()> event = std::move(trigger_->event);
-    trigger_.reset();
-    return event;
-  }
-
-  class HookedSession final : public engine::Session {
-   public:
-    HookedSession(HookedEngine& engine, std::unique_ptr<engine::Session> base)
-        : engine_(engine), base_(std::move(base)) {}
-    Version read_version() override { return base_->read_version(); }
-    std::optional<std::string> get(std::string_view key) override { return base_->get(key); }
-    std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
-                                    bool reverse) override {
-      if (std::function<void()> event = engine_.take_event(begin, limit)) event();
-      return base_->get_range(begin, end, limit, reverse);
-    }
-    engine::CommitResult commit(engine::CommitRequest request) override {
-      return base_->commit(std::move(request));
-    }
-
-   private:
-    HookedEngine& engine_;
-    std::unique_ptr<engine::Session> base_;
-  };
-
-  std::shared_ptr<engine::Engine> base_;
-  std::mutex mu_;
-  std::optional<Trigger> trigger_;
-  std::optional<Error> watch_error_;
-};
 
 class WaitRaceTest : public ::testing::Test {
  protected:

@@ -156,11 +156,11 @@ std::vector<std::optional<std::string>> TransactionState::watch_values() {
       out.push_back(std::nullopt);
     } else if (w != nullptr) {
       out.push_back(WriteOverlay::value_of(
-          *w, w->kind == WriteKind::kAdd ? store_get(key) : std::nullopt, key));
+          *w, w->kind == WriteKind::kAdd ? stored_value(key) : std::nullopt, key));
     } else if (overlay_.in_cleared(key)) {
       out.push_back(std::nullopt);
     } else {
-      out.push_back(store_get(key));
+      out.push_back(stored_value(key));
     }
   }
   return out;
@@ -188,6 +188,7 @@ void TransactionState::fail_pending_watches(const Error& error) {
 
 void TransactionState::clear_attempt() {
   session_.reset();
+  recent_gets_.clear();
   overlay_.reset();
   conflicts_.reset();
   mutations_.clear();

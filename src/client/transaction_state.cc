@@ -312,7 +312,16 @@ engine::Session& TransactionState::session() {
 std::optional<std::string> TransactionState::store_get(std::string_view key) {
   std::optional<std::string> v = session().get(key);
   has_read_version_ = true;
+  if (recent_gets_.size() == kRecentGets) recent_gets_.erase(recent_gets_.begin());
+  recent_gets_.emplace_back(std::string(key), v);
   return v;
+}
+
+std::optional<std::string> TransactionState::stored_value(std::string_view key) {
+  for (const auto& [k, v] : recent_gets_) {
+    if (k == key) return v;
+  }
+  return store_get(key);
 }
 
 std::vector<KeyValue> TransactionState::store_range(std::string_view begin, std::string_view end,

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "client/conflict_ranges.h"
@@ -95,7 +96,10 @@ class TransactionState {
   void record(engine::Mutation m, bool conflict, std::size_t delta);
 
   engine::Session& session();
+  // The key's value in the store at the read version (remembered in recent_gets_).
   std::optional<std::string> store_get(std::string_view key);
+  // store_get(key), without asking the store again if it is one of recent_gets_.
+  std::optional<std::string> stored_value(std::string_view key);
   std::vector<KeyValue> store_range(std::string_view begin, std::string_view end, int limit,
                                     bool reverse);
   void add_read_conflict(std::string begin, std::string end, bool unwritten);
@@ -125,6 +129,11 @@ class TransactionState {
   ConflictRanges conflicts_;
   std::vector<engine::Mutation> mutations_;
   std::size_t size_ = 0;
+  // The last kRecentGets keys store_get read, with their values: a wait reads a key (and a few
+  // others) and then watches it, and the watch's value at commit (watch_values) is that read's,
+  // not a second request to the store (on etcd, a round trip).
+  static constexpr std::size_t kRecentGets = 4;
+  std::vector<std::pair<std::string, std::optional<std::string>>> recent_gets_;
   std::vector<PendingWatch> watches_;
   std::vector<bool> unknown_watch_values_;
 

@@ -170,11 +170,12 @@ std::vector<std::vector<KeyValue>> read_ends(Transaction& tr,
                                              int limit, bool snapshot,
                                              std::span<const RangeRead> also,
                                              std::vector<std::vector<KeyValue>>* also_got) {
+  // (Made before the reads that view them: a short bound lives inside its string.)
   std::vector<std::optional<std::string>> bounds;
+  for (const ItemRange* r : items) bounds.push_back(window_bound(*r, side, limit));
   std::vector<RangeRead> firsts;
-  for (const ItemRange* r : items) {
-    bounds.push_back(window_bound(*r, side, limit));
-    firsts.push_back(first_part(r->begin, r->end, bounds.back(), side, limit, snapshot));
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    firsts.push_back(first_part(items[i]->begin, items[i]->end, bounds[i], side, limit, snapshot));
   }
   firsts.insert(firsts.end(), also.begin(), also.end());
   std::vector<std::vector<KeyValue>> got = tr.get_ranges(firsts);
@@ -203,14 +204,20 @@ std::vector<std::vector<KeyValue>> read_ends(Transaction& tr,
 std::vector<KeyValue> read_end_up_to_last(Transaction& tr, const ItemRange& items, Side side,
                                           int limit) {
   std::vector<KeyValue> out = read_end(tr, items, side, limit, /*snapshot=*/true);
-  if (out.empty()) return out;
-  if (side == Side::kFront) {
-    detail::TransactionAccess::add_read_conflict_as_read(tr, items.begin,
-                                                         common::key_after(out.back().key));
-  } else {
-    detail::TransactionAccess::add_read_conflict_as_read(tr, out.back().key, items.end);
-  }
+  if (!out.empty()) add_end_read_conflict(tr, items, side, &out.back().key);
   return out;
+}
+
+void add_end_read_conflict(Transaction& tr, const ItemRange& items, Side side,
+                           const std::string* last_key) {
+  if (last_key == nullptr) {
+    detail::TransactionAccess::add_read_conflict_as_read(tr, items.begin, items.end);
+  } else if (side == Side::kFront) {
+    detail::TransactionAccess::add_read_conflict_as_read(tr, items.begin,
+                                                         common::key_after(*last_key));
+  } else {
+    detail::TransactionAccess::add_read_conflict_as_read(tr, *last_key, items.end);
+  }
 }
 
 OwnedRead first_end_read(const ItemRange& items, Side side, int limit, bool snapshot) {

@@ -46,7 +46,8 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
 // As read_end(tr, *items[i], side, limit, snapshot) for each i, with the first read of each and
 // `also`'s reads made together (Transaction::get_ranges; the answers to `also` go to *also_got
 // if it is given), then the second reads of the windows that ran short together: two round trips
-// on etcd for any number of ranges, where read_end makes up to two each.
+// on etcd for up to --max-txn-ops ranges (one prefetch Txn each), where read_end makes up to two
+// each.
 std::vector<std::vector<KeyValue>> read_ends(
     Transaction& tr, std::span<const ItemRange* const> items, Side side, int limit, bool snapshot,
     std::span<const RangeRead> also = {}, std::vector<std::vector<KeyValue>>* also_got = nullptr);
@@ -59,6 +60,12 @@ std::vector<std::vector<KeyValue>> read_ends(
 // fitting.h ShortBatch). No read conflict if it finds none.
 std::vector<KeyValue> read_end_up_to_last(Transaction& tr, const ItemRange& items, Side side,
                                           int limit);
+
+// The read conflict a non-snapshot read_end at `side` of `items` adds when the last item it found
+// is the one at `last_key` (nullptr: it found none, and depends on the whole range), for a
+// caller that read with a snapshot and depends on what it found after all.
+void add_end_read_conflict(Transaction& tr, const ItemRange& items, Side side,
+                           const std::string* last_key);
 
 // The first get_range that read_end(tr, items, side, limit, snapshot) would make now (for
 // Transaction::prefetch).

@@ -38,18 +38,24 @@ std::string FairKeys::ring(std::int64_t version, std::int64_t seq, std::string_v
   return space_.pack(Tuple().append("r").append(version).append(seq).append(Bytes(tenant)));
 }
 
+namespace {
+
+// The tenant of an unpacked ring key: its last element in both layouts.
+std::string ring_key_tenant(const Tuple& k) { return k.get_bytes(k.size() - 1).data; }
+
+}  // namespace
+
 RingEntry FairKeys::ring_entry(std::string key, std::string_view value) const {
   const Tuple k = space_.unpack(key);
   const Tuple v = Tuple::unpack(value);
   if (k.size() == 3) {  // the earlier layout: ("r", turn, tenant) = (credit)
-    return RingEntry{std::move(key), k.get_bytes(2).data, v.get_int(0), 0};
+    return RingEntry{std::move(key), ring_key_tenant(k), v.get_int(0), 0};
   }
-  return RingEntry{std::move(key), k.get_bytes(3).data, v.get_int(0), v.get_int(1)};
+  return RingEntry{std::move(key), ring_key_tenant(k), v.get_int(0), v.get_int(1)};
 }
 
 std::string FairKeys::ring_tenant(std::string_view key) const {
-  const Tuple k = space_.unpack(key);
-  return k.get_bytes(k.size() - 1).data;  // the last element in both layouts
+  return ring_key_tenant(space_.unpack(key));
 }
 
 std::string FairKeys::ring_value(std::int64_t credit, std::int64_t weight) {

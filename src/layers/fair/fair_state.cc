@@ -146,6 +146,11 @@ std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::strin
   if (auto got = tenant_items_.pop(tr, tenant, n, db_->limits(), now_us, short_batch)) {
     return std::move(*got);
   }
+  return pop_through_queue(tr, tenant, n, now_us);
+}
+
+std::vector<std::string> FairState::pop_through_queue(Transaction& tr, const std::string& tenant,
+                                                      std::size_t n, std::int64_t now_us) {
   std::vector<std::string> got = tenant_queue(tenant).pop_batch(tr, n);  // moves due timers first
   if (got.empty()) keep_awake_if_timers_due(tr, tenant, now_us);
   return got;
@@ -316,125 +321,6 @@ void FairState::serve_pops(std::vector<combining::Request*>& group) {
         }
         return items.size();
       });
-}
-
-void FairState::hint_pop_reads(Transaction& tr, std::size_t n, std::int64_t now,
-                               std::span<const contention::OwnedRead> also) const {
-  if (!hint_reads_) return;
-  std::vector<contention::OwnedRead> reads;
-  if (staged_) reads.push_back(staged_read(n));
-  reads.push_back(index_.due_read(now));
-  reads.push_back(index_.window_read(static_cast<int>(n) + 1));
-  reads.insert(reads.end(), also.begin(), also.end());
-  contention::prefetch(tr, reads);
-}
-
-std::vector<std::optional<FairItem>> FairState::pops_that_fit(Transaction& tr, std::size_t n,
-                                                              std::int64_t now) {
-  std::vector<std::optional<FairItem>> out;
-  if (staged_) {
-    for (FairItem& item : take_staged(tr, n)) out.emplace_back(std::move(item));
-  }
-  if (out.size() == n) return out;
-  for (std::optional<FairItem>& item : turns_that_fit(tr, n - out.size(), db_->limits(), now)) {
-    out.push_back(std::move(item));
-  }
-  return out;
-}
-
-std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, std::size_t n,
-                                                               const TransactionLimits& limits,
-                                                               std::int64_t now) {
-  std::vector<std::optional<FairItem>> out;
-  index_.file_due(tr, now);
-  std::size_t turn_ops = 0, turn_bytes = 0;  // the most one tenant's turns cost so far
-  int retired = 0;
-  while (out.size() < n) {
-    const std::size_t wanted = n - out.size();
-    // Another window (tenants left the ring) reads up to wanted + 1 keys: an operation each on
-    // etcd. Room for it and one tenant's turns, with a margin of one more, as below.
-    if (!out.empty() &&
-        tr.usage().operations + wanted + 1 + 2 * turn_ops + 8 > limits.max_operations) {
-      return out;
-    }
-    // One entry more than could be served, as FairIndex::head reads two for a single pop.
-    const std::vector<RingEntry> ring = index_.window(tr, static_cast<int>(wanted) + 1);
-    // A turn's cost below is the tenant's own (its pops, its entry's move), not the window's.
-    TransactionUsage before = tr.usage();
-    if (ring.empty()) {  // nothing ready: every pop left gets nullopt
-      out.resize(n);
-      break;
-    }
-    // One entry: the window read the whole ring, so the tenant is alone in it and has every turn
-    // left (and its entry stays in place).
-    const bool alone = ring.size() == 1;
-    std::vector<std::optional<TenantItems::Front>> fronts(ring.size());
-    // Entries whose tenants' first reads were made or hinted ahead (on engines whose reads take
-    // round trips; elsewhere that would only cost CPU).
-    std::size_t read_ahead = 0;
-    for (std::size_t i = 0; i < ring.size(); ++i) {
-      const RingEntry& entry = ring[i];
-      const std::size_t want =
-          alone ? wanted : std::min(static_cast<std::size_t>(entry.credit), n - out.size());
-      if (want == 0) break;
-      if (hint_reads_ && i == read_ahead) {
-        read_ahead = read_turns_ahead(tr, ring, i, alone, turn_ops, limits, now, fronts);
-      }
-      std::vector<std::string> got =
-          fronts[i] ? pop_front(tr, entry.tenant, *fronts[i], now)
-                    : pop_tenant(tr, entry.tenant, want, now, ShortBatch::kSaysNothing);
-      if (got.empty()) {  // its items ran out (read with a conflict): it leaves the ring
-        index_.retire(tr, entry);
-        if (++retired == kRetirePerTransaction) return out;  // commit that, go on
-        continue;
-      }
-      index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone);
-      const bool short_turns = got.size() < want;
-      for (std::string& v : got) out.push_back(FairItem{entry.tenant, std::move(v)});
-      if (short_turns) return out;  // a later read tells whether it is empty now
-      const TransactionUsage now = tr.usage();
-      turn_ops = std::max(turn_ops, now.operations - before.operations);
-      turn_bytes = std::max(turn_bytes, now.bytes - before.bytes);
-      before = now;
-      // Room for one more tenant's turns and the marker, with a margin of one more.
-      if (now.operations + 2 * turn_ops + 8 > limits.max_operations ||
-          now.bytes + 2 * turn_bytes + 4096 > limits.max_bytes) {
-        return out;
-      }
-    }
-  }
-  return out;
-}
-
-std::size_t FairState::read_turns_ahead(Transaction& tr, const std::vector<RingEntry>& ring,
-                                        std::size_t from, bool alone, std::size_t turn_ops,
-                                        const TransactionLimits& limits, std::int64_t now_us,
-                                        std::vector<std::optional<TenantItems::Front>>& fronts) {
-  std::size_t to = ring.size();
-  if (turn_ops > 0) {  // as many as fit, and one more (the loop's bound is an estimate)
-    const std::size_t used = tr.usage().operations;
-    const std::size_t room = limits.max_operations > used ? limits.max_operations - used : 0;
-    to = std::min(to, from + room / turn_ops + 1);
-  }
-  // Singles: the tenants with one turn (credit 1), whose fronts are read here.
-  const auto single = [&](std::size_t i) { return !alone && ring[i].credit == 1; };
-  std::vector<std::string_view> tenants, singles;
-  for (std::size_t i = from; i < to; ++i) {
-    tenants.push_back(ring[i].tenant);
-    if (single(i)) singles.push_back(ring[i].tenant);
-  }
-  tenant_items_.prefetch(tr, tenants, now_us);
-  std::vector<TenantItems::Front> read = tenant_items_.fronts(tr, singles, now_us);
-  for (std::size_t i = from, s = 0; i < to; ++i) {
-    if (single(i)) fronts[i] = std::move(read[s++]);
-  }
-  return to;
-}
-
-std::vector<std::string> FairState::pop_front(Transaction& tr, const std::string& tenant,
-                                              TenantItems::Front& front, std::int64_t now_us) {
-  if (auto got = tenant_items_.pop_front(tr, tenant, front)) return std::move(*got);
-  return pop_tenant(tr, tenant, 1, now_us, ShortBatch::kSaysNothing);  // timers due first
 }
 
 std::optional<Lease> FairState::take(milliseconds vt) { return serve_marked<Lease>(taker(vt)); }

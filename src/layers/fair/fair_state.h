@@ -1,9 +1,9 @@
 // Internal: what the copies of one kvq::FairQueue share, and the operations that need the index
 // and the tenants' queues together: serving a turn (pop, take), waking tenants on pushes, acks and
-// nacks, combined pops (options.combine), high-contention pops (options.high_contention:
-// fair_staging.cc) and the blocking waits. Each tenant's items are a
-// kvq::Queue (under FairKeys::tenant_items), used only through its Transaction& overloads, so one
-// fair operation is one transaction. Thread-safe.
+// nacks, combined pops (options.combine; their passes over the ring: fair_turns.cc),
+// high-contention pops (options.high_contention: fair_staging.cc) and the blocking waits. Each
+// tenant's items are a kvq::Queue (under FairKeys::tenant_items), used only through its
+// Transaction& overloads, so one fair operation is one transaction. Thread-safe.
 #ifndef KVQ_SRC_LAYERS_FAIR_FAIR_STATE_H_
 #define KVQ_SRC_LAYERS_FAIR_FAIR_STATE_H_
 
@@ -131,6 +131,9 @@ class FairState {
   // fewer than n telling what `short_batch` says (fitting.h; the tenant's Queue: kMeansNoMore).
   std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n,
                                       std::int64_t now_us, ShortBatch short_batch);
+  // pop_tenant through the tenant's Queue (which moves its due timers first).
+  std::vector<std::string> pop_through_queue(Transaction& tr, const std::string& tenant,
+                                             std::size_t n, std::int64_t now_us);
   // After a turn through `tenant`'s Queue found no item: a turn moves at most
   // WorkItems::kReleasePerOp due timers, and if they all went to dead letters (expired leases out
   // of attempts), due timers may be left whose wake-ups were used up when the tenant was filed;
@@ -173,20 +176,32 @@ class FairState {
   std::vector<std::optional<FairItem>> turns_that_fit(Transaction& tr, std::size_t n,
                                                       const TransactionLimits& limits,
                                                       std::int64_t now);
-  // Reads ahead the turns of ring[from...]: those of as many tenants as `limits` leave room for
-  // at `turn_ops` operations a turn (all if 0: none served yet), and one more (for engines whose
-  // reads take round trips). Their first reads are hinted (TenantItems::prefetch), and the fronts
-  // of those with one turn (credit 1, not `alone`) are read together into fronts[i]
-  // (TenantItems::fronts: a tenant found empty costs no round trip of its own). Returns the index
-  // after the last tenant read ahead.
-  std::size_t read_turns_ahead(Transaction& tr, const std::vector<RingEntry>& ring,
-                               std::size_t from, bool alone, std::size_t turn_ops,
-                               const TransactionLimits& limits, std::int64_t now_us,
-                               std::vector<std::optional<TenantItems::Front>>& fronts);
-  // One turn's pop of `tenant` from `front` (read ahead in this transaction), or through
-  // pop_tenant if it has timers due.
+  // The most one tenant's turns added to a transaction so far (turns_that_fit).
+  struct TurnCosts {
+    std::size_t ops = 0, bytes = 0;
+    TransactionUsage before;  // the usage when the turn began
+    // Notes what the turn since `before` added; whether one more such turn and the marker fit.
+    bool room_after_turn(Transaction& tr, const TransactionLimits& limits);
+  };
+  // A window's turns read ahead: fronts[i] for ring entry i, if read; entries before `end` read
+  // or hinted.
+  struct ReadAhead {
+    std::vector<std::optional<TenantItems::Front>> fronts;
+    std::size_t end = 0;
+  };
+  // Reads ahead the turns of ring[from...] (for engines whose reads take round trips): those of
+  // as many tenants as `limits` leave room for at `turn_ops` operations a turn (all if 0: none
+  // served yet), and one more. Their first reads are hinted (TenantItems::prefetch), and the
+  // fronts of those with one turn (credit 1, not `alone`) that the `left` pops reach are read
+  // together into ahead.fronts (TenantItems::fronts: a tenant found empty costs no round trip of
+  // its own); ahead.end becomes the index after the last tenant read ahead.
+  void read_turns_ahead(Transaction& tr, const std::vector<RingEntry>& ring, std::size_t from,
+                        bool alone, std::size_t left, std::size_t turn_ops,
+                        const TransactionLimits& limits, std::int64_t now_us, ReadAhead& ahead);
+  // One turn's pop of `tenant` from `front` (read ahead in this transaction), or through its
+  // Queue if it has timers due.
   std::vector<std::string> pop_front(Transaction& tr, const std::string& tenant,
-                                     TenantItems::Front& front, std::int64_t now_us);
+                                     TenantItems::Front front, std::int64_t now_us);
 
   // ---- high-contention mode (fair_staging.cc) ----
   // The staging range (FairKeys::staging) as the fulfiller's item range.
@@ -248,8 +263,9 @@ class FairState {
   std::unique_ptr<combining::Combiner> pops_;       // options.combine only
   contention::ItemRange staging_;                   // options.high_contention only:
   std::unique_ptr<contention::StagedPops> staged_;  // its waiting pops and fulfiller
-  // The tenant the last single pop or take of this process left at the ring's head (a guess:
-  // other processes pop too); "" for none yet.
+  // The tenant the last single pop or take of this object left at the ring's head, noted before
+  // its commit (a guess: the commit may fail, other objects and processes pop too); "" for none
+  // yet.
   std::mutex head_mu_;
   std::string next_head_;
   std::string last_served_;  // the tenant that turn served

@@ -1,7 +1,5 @@
 #include "layers/fair/tenant_items.h"
 
-#include "client/transaction_access.h"
-#include "common/bytes.h"
 #include "kvq/tuple.h"
 #include "layers/contention/end_windows.h"
 #include "layers/fitting.h"
@@ -44,13 +42,18 @@ void TenantItems::push(Transaction& tr, std::string_view tenant, std::string_vie
   contention::add_size(tr, k->items, 1);
 }
 
+contention::OwnedRead TenantItems::due_read(const Keys& k, std::int64_t now_us) {
+  return {k.due_begin, due_before_key(k.control, now_us), kDueRead};
+}
+
 std::optional<std::vector<std::string>> TenantItems::pop(Transaction& tr, std::string_view tenant,
                                                          std::size_t n,
                                                          const TransactionLimits& limits,
                                                          std::int64_t now_us,
                                                          ShortBatch short_batch) {
   const std::shared_ptr<const Keys> k = keys_of(tenant);
-  if (!tr.get_range(k->due_begin, due_before_key(k->control, now_us), kDueRead).empty()) {
+  const contention::OwnedRead due = due_read(*k, now_us);
+  if (!tr.get_range(due.begin, due.end, due.options).empty()) {
     return std::nullopt;
   }
   std::vector<std::string> out;
@@ -68,16 +71,14 @@ std::vector<TenantItems::Front> TenantItems::fronts(Transaction& tr,
   if (tenants.empty()) return {};
   std::vector<std::shared_ptr<const Keys>> keys;
   std::vector<const contention::ItemRange*> items;
-  std::vector<std::string> due_ends;
-  keys.reserve(tenants.size());
-  due_ends.reserve(tenants.size());
-  std::vector<RangeRead> due_reads;
+  std::vector<contention::OwnedRead> dues;
   for (std::string_view tenant : tenants) {
     const Keys* k = keys.emplace_back(keys_of(tenant)).get();
     items.push_back(&k->items);
-    due_ends.push_back(due_before_key(k->control, now_us));
-    due_reads.push_back({k->due_begin, due_ends.back(), kDueRead});
+    dues.push_back(due_read(*k, now_us));
   }
+  std::vector<RangeRead> due_reads;  // (views of `dues`, which no longer grows)
+  for (const contention::OwnedRead& r : dues) due_reads.push_back(r.view());
   std::vector<std::vector<KeyValue>> due;
   std::vector<std::vector<KeyValue>> first = contention::read_ends(
       tr, items, contention::Side::kFront, 1, /*snapshot=*/true, due_reads, &due);
@@ -91,13 +92,13 @@ std::vector<TenantItems::Front> TenantItems::fronts(Transaction& tr,
 
 std::optional<std::vector<std::string>> TenantItems::pop_front(Transaction& tr,
                                                                std::string_view tenant,
-                                                               Front& front) {
+                                                               Front front) {
   if (front.timers_due) return std::nullopt;
   const std::shared_ptr<const Keys> k = keys_of(tenant);
   std::vector<std::string> out;
   // What read_end's read with a conflict would have covered: up to the item, or all the items.
-  detail::TransactionAccess::add_read_conflict_as_read(
-      tr, k->items.begin, front.item ? common::key_after(front.item->key) : k->items.end);
+  contention::add_end_read_conflict(tr, k->items, contention::Side::kFront,
+                                    front.item ? &front.item->key : nullptr);
   if (!front.item) return out;
   tr.clear(front.item->key);
   contention::add_size(tr, k->items, -1);
@@ -111,7 +112,7 @@ std::vector<contention::OwnedRead> TenantItems::first_reads(
   reads.reserve(2 * tenants.size());
   for (std::string_view tenant : tenants) {
     const std::shared_ptr<const Keys> k = keys_of(tenant);
-    reads.push_back({k->due_begin, due_before_key(k->control, now_us), kDueRead});
+    reads.push_back(due_read(*k, now_us));
     // consume_fitting reads one item first, whatever the batch.
     reads.push_back(contention::first_end_read(k->items, contention::Side::kFront, 1, false));
   }

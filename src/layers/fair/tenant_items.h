@@ -5,7 +5,9 @@
 // hints, the due-timer range) are computed once per tenant and kept in a map of up to
 // kKeptTenants tenants (cleared when full); a push reads and writes exactly what
 // tenant_queue(tenant).push(tr, value) would, a pop what tenant_queue(tenant).pop_batch(tr, n)
-// would. Thread-safe.
+// would. A pass over many tenants can read their fronts ahead, together, as snapshots (fronts),
+// and then pop each from what was read with the read conflict its own read would have added
+// (pop_front). Thread-safe.
 #ifndef KVQ_SRC_LAYERS_FAIR_TENANT_ITEMS_H_
 #define KVQ_SRC_LAYERS_FAIR_TENANT_ITEMS_H_
 
@@ -66,10 +68,10 @@ class TenantItems {
   // the tenant's items since): the read conflict of its reads, the item's clear and counters.
   // nullopt if the tenant has timers due (pop through its Queue), else its item or none.
   std::optional<std::vector<std::string>> pop_front(Transaction& tr, std::string_view tenant,
-                                                    Front& front);
+                                                    Front front);
   // The first two reads that pop(tr, tenant, n, limits, now_us) makes for each of `tenants` (its
   // timers and its front item; the same for any n), for Transaction::prefetch, so that an engine
-  // with round trips fetches them for all of these tenants (and `also`'s reads) in one.
+  // with round trips fetches them for all of these tenants in one.
   std::vector<contention::OwnedRead> first_reads(std::span<const std::string_view> tenants,
                                                  std::int64_t now_us);
   // Hands first_reads(tenants, now_us) to tr.prefetch.
@@ -84,6 +86,9 @@ class TenantItems {
     std::string due_begin;        // its first timer key
   };
   std::shared_ptr<const Keys> keys_of(std::string_view tenant);
+  // WorkItems::release_due's first read of the tenant's timers (a snapshot read of one timer due
+  // by `now_us`), to see whether it has anything to move.
+  static contention::OwnedRead due_read(const Keys& k, std::int64_t now_us);
 
   const FairKeys& keys_;
   std::mutex mu_;

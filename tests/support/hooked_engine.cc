@@ -1,0 +1,80 @@
+#include "support/hooked_engine.h"
+
+#include <utility>
+#include <vector>
+
+#include "engine/watch_state.h"
+
+namespace kvq::testing {
+
+class HookedEngine::HookedSession final : public engine::Session {
+ public:
+  HookedSession(HookedEngine& engine, std::unique_ptr<engine::Session> base)
+      : engine_(engine), base_(std::move(base)) {}
+  Version read_version() override { return base_->read_version(); }
+  std::optional<std::string> get(std::string_view key) override { return base_->get(key); }
+  std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
+                                  bool reverse) override {
+    if (std::function<void()> event = engine_.take_read_event(begin, limit)) event();
+    return base_->get_range(begin, end, limit, reverse);
+  }
+  void prefetch(std::span<const engine::RangeQuery> queries) override { base_->prefetch(queries); }
+  void note_absent(std::string_view key) override { base_->note_absent(key); }
+  engine::CommitResult commit(engine::CommitRequest request) override {
+    if (std::function<void()> event = engine_.take_commit_event()) event();
+    return base_->commit(std::move(request));
+  }
+  std::size_t operations(const std::vector<KeyRange>& read_conflicts,
+                         const std::vector<engine::Mutation>& mutations) override {
+    return base_->operations(read_conflicts, mutations);
+  }
+
+ private:
+  HookedEngine& engine_;
+  std::unique_ptr<engine::Session> base_;
+};
+
+void HookedEngine::before_read(std::string begin, int limit, std::function<void()> event) {
+  std::lock_guard lock(mu_);
+  read_trigger_ = ReadTrigger{std::move(begin), limit, std::move(event)};
+}
+
+void HookedEngine::before_commit(std::function<void()> event) {
+  std::lock_guard lock(mu_);
+  commit_event_ = std::move(event);
+}
+
+void HookedEngine::fail_next_watch(Error error) {
+  std::lock_guard lock(mu_);
+  watch_error_ = std::move(error);
+}
+
+std::unique_ptr<engine::Session> HookedEngine::begin() {
+  return std::make_unique<HookedSession>(*this, base_->begin());
+}
+
+void HookedEngine::watch(std::string key, std::optional<std::string> value_seen, Version version,
+                         std::shared_ptr<detail::WatchState> state) {
+  std::optional<Error> error;
+  {
+    std::lock_guard lock(mu_);
+    error.swap(watch_error_);
+  }
+  if (error) return state->fail(*error);
+  base_->watch(std::move(key), std::move(value_seen), version, std::move(state));
+}
+
+std::function<void()> HookedEngine::take_read_event(std::string_view begin, int limit) {
+  std::lock_guard lock(mu_);
+  if (!read_trigger_ || read_trigger_->begin != begin || read_trigger_->limit != limit) return {};
+  std::function<void()> event = std::move(read_trigger_->event);
+  read_trigger_.reset();
+  return event;
+}
+
+std::function<void()> HookedEngine::take_commit_event() {
+  std::lock_guard lock(mu_);
+  return std::exchange(commit_event_, {});
+}
+
+}  // namespace kvq::testing
