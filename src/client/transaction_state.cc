@@ -312,6 +312,7 @@ engine::Session& TransactionState::session() {
 std::optional<std::string> TransactionState::store_get(std::string_view key) {
   std::optional<std::string> v = session().get(key);
   has_read_version_ = true;
+  if (v && v->size() > kMaxRecentValueSize) return v;
   if (recent_gets_.size() == kRecentGets) recent_gets_.erase(recent_gets_.begin());
   recent_gets_.emplace_back(std::string(key), v);
   return v;

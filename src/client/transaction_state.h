@@ -129,10 +129,12 @@ class TransactionState {
   ConflictRanges conflicts_;
   std::vector<engine::Mutation> mutations_;
   std::size_t size_ = 0;
-  // The last kRecentGets keys store_get read, with their values: a wait reads a key (and a few
-  // others) and then watches it, and the watch's value at commit (watch_values) is that read's,
-  // not a second request to the store (on etcd, a round trip).
+  // The last kRecentGets keys store_get read, with their values (those of up to
+  // kMaxRecentValueSize bytes: a copy of each is kept): a wait reads a key (and a few others) and
+  // then watches it, and the watch's value at commit (watch_values) is that read's, not a second
+  // request to the store (on etcd, a round trip).
   static constexpr std::size_t kRecentGets = 4;
+  static constexpr std::size_t kMaxRecentValueSize = 1024;
   std::vector<std::pair<std::string, std::optional<std::string>>> recent_gets_;
   std::vector<PendingWatch> watches_;
   std::vector<bool> unknown_watch_values_;
