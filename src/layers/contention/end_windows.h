@@ -45,9 +45,9 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
 
 // As read_end(tr, *items[i], side, limit, snapshot) for each i, with the first read of each and
 // `also`'s reads made together (Transaction::get_ranges; the answers to `also` go to *also_got
-// if it is given), then the second reads of the windows that ran short together: two round trips
-// on etcd for up to --max-txn-ops ranges (one prefetch Txn each), where read_end makes up to two
-// each.
+// if it is given), then the second reads of the windows that ran short together: on etcd two
+// round trips (a Txn of reads each) for up to --max-txn-ops ranges, where read_end makes up to
+// two each.
 std::vector<std::vector<KeyValue>> read_ends(
     Transaction& tr, std::span<const ItemRange* const> items, Side side, int limit, bool snapshot,
     std::span<const RangeRead> also = {}, std::vector<std::vector<KeyValue>>* also_got = nullptr);
