@@ -313,6 +313,9 @@ std::optional<std::string> TransactionState::store_get(std::string_view key) {
   std::optional<std::string> v = session().get(key);
   has_read_version_ = true;
   if (v && v->size() > kMaxRecentValueSize) return v;
+  for (const auto& recent : recent_gets_) {
+    if (recent.first == key) return v;  // kept already (one value per read version)
+  }
   if (recent_gets_.size() == kRecentGets) recent_gets_.erase(recent_gets_.begin());
   recent_gets_.emplace_back(std::string(key), v);
   return v;

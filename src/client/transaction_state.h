@@ -96,7 +96,7 @@ class TransactionState {
   void record(engine::Mutation m, bool conflict, std::size_t delta);
 
   engine::Session& session();
-  // The key's value in the store at the read version (remembered in recent_gets_).
+  // The key's value in the store at the read version (remembered in recent_gets_ if it is small).
   std::optional<std::string> store_get(std::string_view key);
   // store_get(key), without asking the store again if it is one of recent_gets_.
   std::optional<std::string> stored_value(std::string_view key);

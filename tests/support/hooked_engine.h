@@ -27,7 +27,8 @@ class HookedEngine final : public engine::Engine {
   explicit HookedEngine(std::shared_ptr<engine::Engine> base) : base_(std::move(base)) {}
 
   // Runs `event` before the first range read of [begin, ...) with `limit` (once; in the reading
-  // session, before the read fixes its version).
+  // session, before the read fixes its version unless an earlier read or prefetch of the session
+  // did: on etcd a prefetch fixes it, and answers the read from what it fetched).
   void before_read(std::string begin, int limit, std::function<void()> event);
   // Runs `event` before the next commit reaches the wrapped engine (once; the commit then goes on
   // with the reads it made before).

@@ -158,11 +158,7 @@ std::vector<std::string> FairState::pop_through_queue(Transaction& tr, const std
 
 void FairState::keep_awake_if_timers_due(Transaction& tr, const std::string& tenant,
                                          std::int64_t now_us) const {
-  const Subspace control = keys_.tenant_control(tenant);
-  constexpr RangeOptions kAny{.limit = 1, .snapshot = true};
-  if (!tr.get_range(due_timers(control).begin, due_before_key(control, now_us), kAny).empty()) {
-    index_.wake(tr, tenant, 0);
-  }
+  if (tenant_items_.has_due_timers(tr, tenant, now_us)) index_.wake(tr, tenant, 0);
 }
 
 FairState::Serve<FairItem> FairState::popper() {

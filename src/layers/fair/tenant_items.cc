@@ -8,7 +8,7 @@
 
 namespace kvq::detail {
 
-std::shared_ptr<const TenantItems::Keys> TenantItems::keys_of(std::string_view tenant) {
+std::shared_ptr<const TenantItems::Keys> TenantItems::keys_of(std::string_view tenant) const {
   {
     std::lock_guard lock(mu_);
     if (auto it = kept_.find(tenant); it != kept_.end()) return it->second;
@@ -46,16 +46,23 @@ contention::OwnedRead TenantItems::due_read(const Keys& k, std::int64_t now_us) 
   return {k.due_begin, due_before_key(k.control, now_us), kDueRead};
 }
 
+bool TenantItems::has_due_timers(Transaction& tr, std::string_view tenant,
+                                 std::int64_t now_us) const {
+  return timers_due(tr, *keys_of(tenant), now_us);
+}
+
+bool TenantItems::timers_due(Transaction& tr, const Keys& k, std::int64_t now_us) {
+  const contention::OwnedRead due = due_read(k, now_us);
+  return !tr.get_range(due.begin, due.end, due.options).empty();
+}
+
 std::optional<std::vector<std::string>> TenantItems::pop(Transaction& tr, std::string_view tenant,
                                                          std::size_t n,
                                                          const TransactionLimits& limits,
                                                          std::int64_t now_us,
                                                          ShortBatch short_batch) {
   const std::shared_ptr<const Keys> k = keys_of(tenant);
-  const contention::OwnedRead due = due_read(*k, now_us);
-  if (!tr.get_range(due.begin, due.end, due.options).empty()) {
-    return std::nullopt;
-  }
+  if (timers_due(tr, *k, now_us)) return std::nullopt;
   std::vector<std::string> out;
   consume_fitting(tr, k->items, limits, contention::Side::kFront, n, short_batch,
                   [&](KeyValue& kv) {

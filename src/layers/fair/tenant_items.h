@@ -53,6 +53,9 @@ class TenantItems {
   std::optional<std::vector<std::string>> pop(Transaction& tr, std::string_view tenant,
                                               std::size_t n, const TransactionLimits& limits,
                                               std::int64_t now_us, ShortBatch short_batch);
+  // Whether `tenant` has a timer due by `now_us` (an expired lease, a due delayed item): the
+  // snapshot read of one timer that pop() starts with.
+  bool has_due_timers(Transaction& tr, std::string_view tenant, std::int64_t now_us) const;
   // What pop(tr, tenant, 1, ...) reads first, read ahead by fronts().
   struct Front {
     bool timers_due = false;       // the tenant has a timer due: pop through its Queue
@@ -85,13 +88,15 @@ class TenantItems {
     Subspace control;             // the tenant's queue's control subspace
     std::string due_begin;        // its first timer key
   };
-  std::shared_ptr<const Keys> keys_of(std::string_view tenant);
+  std::shared_ptr<const Keys> keys_of(std::string_view tenant) const;
   // WorkItems::release_due's first read of the tenant's timers (a snapshot read of one timer due
   // by `now_us`), to see whether it has anything to move.
   static contention::OwnedRead due_read(const Keys& k, std::int64_t now_us);
+  // has_due_timers for the tenant of `k`.
+  static bool timers_due(Transaction& tr, const Keys& k, std::int64_t now_us);
 
   const FairKeys& keys_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   // Hashes a tenant given as a string or a string_view (lookups by string_view copy nothing).
   struct TenantHash {
     using is_transparent = void;
@@ -99,7 +104,8 @@ class TenantItems {
       return std::hash<std::string_view>{}(tenant);
     }
   };
-  std::unordered_map<std::string, std::shared_ptr<const Keys>, TenantHash, std::equal_to<>> kept_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const Keys>, TenantHash, std::equal_to<>>
+      kept_;
 };
 
 }  // namespace kvq::detail
