@@ -312,19 +312,22 @@ engine::Session& TransactionState::session() {
 std::optional<std::string> TransactionState::store_get(std::string_view key) {
   std::optional<std::string> v = session().get(key);
   has_read_version_ = true;
-  if (v && v->size() > kMaxRecentValueSize) return v;
-  for (const auto& recent : recent_gets_) {
-    if (recent.first == key) return v;  // kept already (one value per read version)
-  }
+  // (A key kept already has this value: one value per read version.)
+  if ((v && v->size() > kMaxRecentValueSize) || recent_get(key) != nullptr) return v;
   if (recent_gets_.size() == kRecentGets) recent_gets_.erase(recent_gets_.begin());
   recent_gets_.emplace_back(std::string(key), v);
   return v;
 }
 
-std::optional<std::string> TransactionState::stored_value(std::string_view key) {
+const std::optional<std::string>* TransactionState::recent_get(std::string_view key) const {
   for (const auto& [k, v] : recent_gets_) {
-    if (k == key) return v;
+    if (k == key) return &v;
   }
+  return nullptr;
+}
+
+std::optional<std::string> TransactionState::stored_value(std::string_view key) {
+  if (const std::optional<std::string>* v = recent_get(key)) return *v;
   return store_get(key);
 }
 

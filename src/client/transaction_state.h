@@ -98,6 +98,8 @@ class TransactionState {
   engine::Session& session();
   // The key's value in the store at the read version (remembered in recent_gets_ if it is small).
   std::optional<std::string> store_get(std::string_view key);
+  // The value recent_gets_ keeps for `key`, or null if it keeps none.
+  const std::optional<std::string>* recent_get(std::string_view key) const;
   // store_get(key), without asking the store again if it is one of recent_gets_.
   std::optional<std::string> stored_value(std::string_view key);
   std::vector<KeyValue> store_range(std::string_view begin, std::string_view end, int limit,

@@ -51,7 +51,7 @@ void ItemStore::check_fits(Transaction& tr, std::size_t count) {
 void ItemStore::write_batch(Transaction& tr, std::span<const PushItem> items,
                             const std::vector<std::string>& randoms) {
   std::vector<std::int64_t> priorities;
-  for (const PushItem& item : items) priorities.push_back(prioritized_ ? item.priority : 0);
+  for (const PushItem& item : items) priorities.push_back(item.priority);
   const std::vector<std::string> keys =
       fresh_item_keys(tr, subspace_, items_, prioritized_, priorities, randoms);
   for (std::size_t i = 0; i < items.size(); ++i) tr.set(keys[i], items[i].value);

@@ -108,16 +108,19 @@ std::vector<std::string> fresh_item_keys(Transaction& tr, const Subspace& subspa
                                          const contention::ItemRange& items, bool prioritized,
                                          std::span<const std::int64_t> priorities,
                                          std::span<const std::string> randoms) {
+  // A Queue's items have one line whatever priority they were given.
+  const auto line = [&](std::int64_t priority) { return prioritized ? priority : 0; };
   std::map<std::int64_t, std::int64_t> position;  // priority -> next position
-  for (const std::int64_t priority : priorities) position.try_emplace(priority, 0);
+  for (const std::int64_t priority : priorities) position.try_emplace(line(priority), 0);
   std::vector<std::int64_t> distinct;
   for (const auto& [priority, unused] : position) distinct.push_back(priority);
   const std::vector<std::int64_t> next = next_item_positions(tr, items, prioritized, distinct);
   for (std::size_t i = 0; i < distinct.size(); ++i) position[distinct[i]] = next[i];
   std::vector<std::string> keys;
   for (std::size_t i = 0; i < priorities.size(); ++i) {
+    const std::int64_t priority = line(priorities[i]);
     keys.push_back(
-        pack_item_key(subspace, prioritized, priorities[i], position[priorities[i]]++, randoms[i]));
+        pack_item_key(subspace, prioritized, priority, position[priority]++, randoms[i]));
   }
   return keys;
 }

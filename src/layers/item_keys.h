@@ -62,7 +62,7 @@ std::string pack_item_key(const Subspace& subspace, bool prioritized, std::int64
 std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
                            const contention::ItemRange& items, bool prioritized,
                            std::int64_t priority, std::string_view random);
-// The keys of items of `priorities` (in order, one per item; a Queue's are all 0) with `randoms`
+// The keys of items of `priorities` (in order, one per item; ignored in a Queue) with `randoms`
 // as their random parts: at consecutive positions per priority behind the last item of each,
 // from one snapshot read per distinct priority, made together (one round trip on etcd). Throws
 // internal_error on index overflow.

@@ -116,7 +116,7 @@ void WorkItems::place_delayed(Transaction& tr, std::vector<Timer>& timers) {
   for (Timer& t : timers) {
     if (t.kind != Timer::kDelayed || !t.base.empty()) continue;
     unplaced.push_back(&t);
-    priorities.push_back(prioritized_ ? t.priority : 0);
+    priorities.push_back(t.priority);
     randoms.push_back(t.id);
   }
   if (unplaced.empty()) return;
@@ -332,7 +332,7 @@ std::int64_t WorkItems::redrive(Transaction& tr, std::int64_t n) {
   std::vector<std::int64_t> priorities;
   std::vector<std::string> randoms;
   for (const DeadLetter& d : letters) {
-    priorities.push_back(prioritized_ ? d.priority : 0);
+    priorities.push_back(d.priority);
     randoms.push_back(new_item_random());
   }
   const std::vector<std::string> keys =
