@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git lld
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  librocksdb-dev
+  librocksdb-dev libjemalloc-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcli11-dev nlohmann-json3-dev gnuplot-nox
   clang-format clang-tidy clang libclang-rt-14-dev
