@@ -1,6 +1,7 @@
 // The pipeline's group commit (src/engine/pipeline/write_group.h) on its own: every commit runs in
 // exactly one batch and gets its own result; batches never overlap and run in queue order; a
-// leader runs the batches queued behind it, up to its turn's limit, then hands the lead on.
+// leader runs the batches queued behind it, up to its turn's limit, then hands the lead on, at
+// once if the next writer is still spinning.
 #include "engine/pipeline/write_group.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -80,7 +82,9 @@ TEST(WriteGroup, ManyThreadsGetEveryCommitRunOnceInNonOverlappingBatches) {
 }
 
 TEST(WriteGroup, ALeaderRunsTheBatchesQueuedBehindItUpToItsTurnsLimit) {
-  WriteGroup group(/*max_batch=*/2, /*batches_per_leader=*/3, std::chrono::seconds(60));
+  // No yield budget: the followers that spin go to sleep at once, so the leader finds them asleep.
+  WriteGroup group(/*max_batch=*/2, /*batches_per_leader=*/3, std::chrono::seconds(60),
+                   /*yield_budget=*/std::chrono::microseconds(0));
   Recorder rec;
   std::atomic<bool> release{false};
   auto run = [&](std::vector<Writer*>& batch) {
@@ -107,6 +111,7 @@ TEST(WriteGroup, ALeaderRunsTheBatchesQueuedBehindItUpToItsTurnsLimit) {
     followers.emplace_back([&, w] { group.commit(*w, run); });
     while (group.queued() < static_cast<std::size_t>(i) + 1) std::this_thread::yield();  // in order
   }
+  while (group.sleeps() < static_cast<std::uint64_t>(kQueued)) std::this_thread::yield();
   release = true;
   leader_thread.join();
   for (auto& t : followers) t.join();
@@ -120,6 +125,45 @@ TEST(WriteGroup, ALeaderRunsTheBatchesQueuedBehindItUpToItsTurnsLimit) {
   for (int i = 0; i < kQueued; ++i) {
     EXPECT_EQ(writers[static_cast<std::size_t>(i)]->result.version, i + 1) << i;  // queue order
   }
+  EXPECT_EQ(rec.overlaps(), 0);
+}
+
+TEST(WriteGroup, ALeaderHandsTheLeadAtOnceToAWriterStillSpinning) {
+  // The follower yields its core until it is served (a minute at most), so it still spins when the
+  // leader finishes; the leader would otherwise run its batch (a turn of 8 and a minute).
+  WriteGroup group(/*max_batch=*/4, /*batches_per_leader=*/8, std::chrono::seconds(60),
+                   /*yield_budget=*/std::chrono::seconds(60));
+  Recorder rec;
+  std::atomic<bool> release{false};
+  auto run = [&](std::vector<Writer*>& batch) {
+    rec.run(batch);
+    if (rec.runners().size() == 1) {
+      while (!release.load()) std::this_thread::yield();  // hold the first leader
+    }
+  };
+  engine::CommitRequest first_request, second_request;
+  Writer first(&first_request), second(&second_request);
+  std::thread::id leader, follower;
+  std::thread leader_thread([&] {
+    leader = std::this_thread::get_id();
+    group.commit(first, run);
+  });
+  while (rec.runners().empty()) std::this_thread::yield();
+  std::thread follower_thread([&] {
+    follower = std::this_thread::get_id();
+    group.commit(second, run);
+  });
+  while (group.queued() < 1) std::this_thread::yield();
+  release = true;
+  leader_thread.join();
+  follower_thread.join();
+  const std::vector<std::thread::id> runners = rec.runners();
+  ASSERT_EQ(runners.size(), 2u);
+  EXPECT_EQ(runners[0], leader);
+  EXPECT_EQ(runners[1], follower);  // its own batch, on its own thread
+  EXPECT_EQ(first.result.version, 0);
+  EXPECT_EQ(second.result.version, 1);
+  EXPECT_EQ(group.sleeps(), 0u);
   EXPECT_EQ(rec.overlaps(), 0);
 }
 

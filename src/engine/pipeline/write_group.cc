@@ -11,11 +11,6 @@ namespace {
 
 // Spinning helps only while the leader runs on another core: a batch takes a few microseconds.
 constexpr int kSpins = 128;
-// Then yield the core for up to this long (the leader or another client may need it) before
-// sleeping: long enough for a memory-engine batch under 2-core oversubscription, short next to a
-// RocksDB fsync.
-constexpr std::chrono::microseconds kYieldBudget{200};
-
 constexpr std::uint8_t kFinished = Writer::kDone | Writer::kLeader;
 
 }  // namespace
@@ -28,7 +23,8 @@ void WriteGroup::commit(Writer& w, const RunBatch& run) {
     queue_.push_back(&w);
     lead_now = !leading_;
     leading_ = true;
-    may_spin = queue_.size() <= spinners_;
+    may_spin = !lead_now && queue_.size() <= spinners_;
+    w.spinning.store(may_spin, std::memory_order_relaxed);
   }
   if (!lead_now && await(w, may_spin) == Writer::kDone) return;
   lead(w, run);
@@ -37,6 +33,7 @@ void WriteGroup::commit(Writer& w, const RunBatch& run) {
 std::uint8_t WriteGroup::await(Writer& w, bool may_spin) {
   if (may_spin) {
     const std::uint8_t s = spin(w);
+    w.spinning.store(false, std::memory_order_relaxed);
     if (s & kFinished) return s;
   }
   // Sleep. Announce it first, so the leader knows to take the mutex and notify.
@@ -48,16 +45,18 @@ std::uint8_t WriteGroup::await(Writer& w, bool may_spin) {
   return w.state.load(std::memory_order_relaxed);
 }
 
-std::uint8_t WriteGroup::spin(Writer& w) {
+std::uint8_t WriteGroup::spin(Writer& w) const {
   // Phase 1: spin.
   for (int i = 0; i < kSpins; ++i) {
     const std::uint8_t s = w.state.load(std::memory_order_acquire);
     if (s & kFinished) return s;
     common::cpu_relax();
   }
-  // Phase 2: yield. The budget is real CPU time, not kvq's clock (common/clock.h): a simulated
+  // Phase 2: yield the core (the leader or another client may need it) before sleeping: the
+  // default budget is long enough for a memory-engine batch under 2-core oversubscription, short
+  // next to a RocksDB fsync. It is real CPU time, not kvq's clock (common/clock.h): a simulated
   // clock stands still while a thread spins.
-  const auto deadline = std::chrono::steady_clock::now() + kYieldBudget;
+  const auto deadline = std::chrono::steady_clock::now() + yield_budget_;
   do {
     std::this_thread::yield();
     const std::uint8_t s = w.state.load(std::memory_order_acquire);
@@ -89,7 +88,8 @@ void WriteGroup::lead(Writer& w, const RunBatch& run) {
     // Step 2: run it on this thread.
     run(batch);
     // Step 3: if writers queued meanwhile, lead their batch too (no thread switch between
-    // batches) until the turn ends; then pass the leadership to the oldest of them.
+    // batches) until the turn ends; then pass the leadership to the oldest of them. If that one
+    // still spins, pass it at once: its thread is running, and this one can go back to its caller.
     Writer* next = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -99,7 +99,8 @@ void WriteGroup::lead(Writer& w, const RunBatch& run) {
         next = queue_.front();
       }
     }
-    const bool keep_leading = next != nullptr && turn < batches_per_leader_ &&
+    const bool keep_leading = next != nullptr && !next->spinning.load(std::memory_order_relaxed) &&
+                              turn < batches_per_leader_ &&
                               std::chrono::steady_clock::now() < turn_end;
     if (next != nullptr && !keep_leading) set_state(*next, Writer::kLeader);
     // Step 4: release the followers (after a handover, so the next batch overlaps the wake-ups).

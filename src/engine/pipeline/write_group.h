@@ -7,6 +7,9 @@
 // cores) spin briefly while the leader is likely running on another core, then yield (on a small
 // machine the leader or another client may need the core), then wait on a condition variable; the
 // others wait on it at once, so that many waiting committers do not take the cores from the leader.
+// A leader whose next writer is still spinning hands it the lead at once rather than running its
+// batch: that thread is running anyway, and the leader's own thread goes back to its caller, so
+// two threads that commit in turn overlap one's commit with the other's next transaction.
 // The leader wakes a follower with one atomic exchange; it touches the follower's mutex only when
 // the follower already went to sleep. So a commit costs no thread switch unless it has to wait
 // longer than the yield budget (a RocksDB fsync, for instance).
@@ -51,6 +54,9 @@ struct Writer {
   // Internal to WriteGroup.
   enum State : std::uint8_t { kQueued = 1, kSleeping = 2, kLeader = 4, kDone = 8 };
   std::atomic<std::uint8_t> state{kQueued};
+  // Set (under the group's mutex) when the writer queues to spin, cleared when it stops spinning:
+  // a leader hands the lead to such a writer rather than run its batch.
+  std::atomic<bool> spinning{false};
   std::mutex mu;  // only used when the writer sleeps
   std::condition_variable cv;
 };
@@ -63,13 +69,16 @@ class WriteGroup {
 
   // `max_batch` (>= 1): the most writers one batch takes. A leader runs the batches that queue
   // behind its own, in a row, until it has run `batches_per_leader` or led for `lead_time` (a
-  // turn ends after the batch that crosses it), then hands the lead on; its own commit returns
-  // only then.
+  // turn ends after the batch that crosses it) or finds the next writer spinning, then hands the
+  // lead on; its own commit returns only then. A spinning writer yields its core for up to
+  // `yield_budget` before it sleeps.
   explicit WriteGroup(std::size_t max_batch, std::size_t batches_per_leader = 8,
-                      std::chrono::microseconds lead_time = std::chrono::microseconds(200))
+                      std::chrono::microseconds lead_time = std::chrono::microseconds(200),
+                      std::chrono::microseconds yield_budget = std::chrono::microseconds(200))
       : max_batch_(max_batch),
         batches_per_leader_(std::max<std::size_t>(1, batches_per_leader)),
-        lead_time_(lead_time) {}
+        lead_time_(lead_time),
+        yield_budget_(yield_budget) {}
   WriteGroup(const WriteGroup&) = delete;
   WriteGroup& operator=(const WriteGroup&) = delete;
 
@@ -87,8 +96,8 @@ class WriteGroup {
   // Waits until `w` is done or made leader (spinning first if `may_spin`); returns the state
   // reached.
   std::uint8_t await(Writer& w, bool may_spin);
-  // Spins, then yields, for a bounded time; returns the state reached (maybe still queued).
-  static std::uint8_t spin(Writer& w);
+  // Spins, then yields, for up to yield_budget_; returns the state reached (maybe still queued).
+  std::uint8_t spin(Writer& w) const;
   // Leads the batch starting with `w`, and the next ones while writers keep queueing (up to a
   // turn's limit); then passes the leadership on.
   void lead(Writer& w, const RunBatch& run);
@@ -100,6 +109,7 @@ class WriteGroup {
   const std::size_t max_batch_;
   const std::size_t batches_per_leader_;
   const std::chrono::microseconds lead_time_;
+  const std::chrono::microseconds yield_budget_;
   // Waiters at most this far back in the queue spin before they sleep: one per core besides the
   // leader's.
   const std::size_t spinners_ = std::max(2u, std::thread::hardware_concurrency()) - 1;
