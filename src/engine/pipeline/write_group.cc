@@ -39,7 +39,7 @@ std::uint8_t WriteGroup::await(Writer& w, bool may_spin) {
   // Sleep. Announce it first, so the leader knows to take the mutex and notify.
   std::uint8_t s = Writer::kQueued;
   if (!w.state.compare_exchange_strong(s, Writer::kSleeping, std::memory_order_acq_rel)) return s;
-  sleeps_.fetch_add(1, std::memory_order_relaxed);
+  sleeps_.fetch_add(1, std::memory_order_release);
   std::unique_lock<std::mutex> lock(w.mu);
   w.cv.wait(lock, [&] { return w.state.load(std::memory_order_relaxed) != Writer::kSleeping; });
   return w.state.load(std::memory_order_relaxed);

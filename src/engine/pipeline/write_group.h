@@ -87,7 +87,8 @@ class WriteGroup {
   void commit(Writer& w, const RunBatch& run);
 
   // Writers that had to sleep (fell back to the condition variable), for tests and benchmarks.
-  std::uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+  // Acquire: what a writer did before it went to sleep (stop spinning) is seen after this.
+  std::uint64_t sleeps() const { return sleeps_.load(std::memory_order_acquire); }
   // Writers queued and not yet taken into a batch (for tests that must know a writer has queued
   // before they start the next).
   std::size_t queued() const;
@@ -99,7 +100,7 @@ class WriteGroup {
   // Spins, then yields, for up to yield_budget_; returns the state reached (maybe still queued).
   std::uint8_t spin(Writer& w) const;
   // Leads the batch starting with `w`, and the next ones while writers keep queueing (up to a
-  // turn's limit); then passes the leadership on.
+  // turn's limit, or until the next writer is one still spinning); then passes the leadership on.
   void lead(Writer& w, const RunBatch& run);
   // Takes the oldest queued writers, up to max_batch_, off the queue.
   std::vector<Writer*> take_batch();
