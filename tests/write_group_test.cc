@@ -52,6 +52,49 @@ class Recorder {
   std::vector<std::size_t> sizes_;
 };
 
+// A first commit whose batch is held running (its thread leading) until release(), so that the
+// commits a test makes meanwhile queue behind it; every batch is recorded in `rec`.
+class HeldLeader {
+ public:
+  HeldLeader(WriteGroup& group, Recorder& rec) : group_(group), rec_(rec) {
+    thread_ = std::thread([this] {
+      id_ = std::this_thread::get_id();
+      group_.commit(first_, run());
+    });
+    while (rec_.runners().empty()) std::this_thread::yield();
+  }
+  ~HeldLeader() {
+    if (thread_.joinable()) release_and_join();
+  }
+
+  // The batch function of every commit of the test: records the batch, and holds the first.
+  WriteGroup::RunBatch run() {
+    return [this](std::vector<Writer*>& batch) {
+      rec_.run(batch);
+      if (rec_.runners().size() == 1) {
+        while (!release_.load()) std::this_thread::yield();
+      }
+    };
+  }
+  // Lets the first batch end, and waits for the leader's commit to return.
+  void release_and_join() {
+    release_ = true;
+    thread_.join();
+  }
+  // After release_and_join(): the leader's thread, and its commit.
+  std::thread::id id() const { return id_; }
+  const Writer& first() const { return first_; }
+
+ private:
+  WriteGroup& group_;
+  Recorder& rec_;
+  engine::CommitRequest first_request_;
+  Writer first_{&first_request_};
+  std::atomic<bool> release_{false};
+  std::thread::id id_;
+  std::thread thread_;
+};
+
 TEST(WriteGroup, ManyThreadsGetEveryCommitRunOnceInNonOverlappingBatches) {
   WriteGroup group(/*max_batch=*/16, /*batches_per_leader=*/4);
   Recorder rec;
@@ -86,21 +129,8 @@ TEST(WriteGroup, ALeaderRunsTheBatchesQueuedBehindItUpToItsTurnsLimit) {
   WriteGroup group(/*max_batch=*/2, /*batches_per_leader=*/3, std::chrono::seconds(60),
                    /*yield_budget=*/std::chrono::microseconds(0));
   Recorder rec;
-  std::atomic<bool> release{false};
-  auto run = [&](std::vector<Writer*>& batch) {
-    rec.run(batch);
-    if (rec.runners().size() == 1) {
-      while (!release.load()) std::this_thread::yield();  // hold the first leader
-    }
-  };
-  engine::CommitRequest first_request;
-  Writer first(&first_request);
-  std::thread::id leader;
-  std::thread leader_thread([&] {
-    leader = std::this_thread::get_id();
-    group.commit(first, run);
-  });
-  while (rec.runners().empty()) std::this_thread::yield();
+  HeldLeader held(group, rec);
+  const WriteGroup::RunBatch run = held.run();
   constexpr int kQueued = 7;
   std::vector<engine::CommitRequest> requests(kQueued);
   std::vector<std::unique_ptr<Writer>> writers;
@@ -112,16 +142,16 @@ TEST(WriteGroup, ALeaderRunsTheBatchesQueuedBehindItUpToItsTurnsLimit) {
     while (group.queued() < static_cast<std::size_t>(i) + 1) std::this_thread::yield();  // in order
   }
   while (group.sleeps() < static_cast<std::uint64_t>(kQueued)) std::this_thread::yield();
-  release = true;
-  leader_thread.join();
+  held.release_and_join();
   for (auto& t : followers) t.join();
+  const std::thread::id leader = held.id();
   // Batches: [first], [0 1], [2 3] by the leader (its turn of 3), then [4 5], [6] by 4's thread.
   const std::vector<std::thread::id> runners = rec.runners();
   ASSERT_EQ(runners.size(), 5u);
   for (std::size_t b = 0; b < 3; ++b) EXPECT_EQ(runners[b], leader) << b;
   EXPECT_NE(runners[3], leader);
   EXPECT_EQ(runners[4], runners[3]);
-  EXPECT_EQ(first.result.version, 0);
+  EXPECT_EQ(held.first().result.version, 0);
   for (int i = 0; i < kQueued; ++i) {
     EXPECT_EQ(writers[static_cast<std::size_t>(i)]->result.version, i + 1) << i;  // queue order
   }
@@ -134,34 +164,22 @@ TEST(WriteGroup, ALeaderHandsTheLeadAtOnceToAWriterStillSpinning) {
   WriteGroup group(/*max_batch=*/4, /*batches_per_leader=*/8, std::chrono::seconds(60),
                    /*yield_budget=*/std::chrono::seconds(60));
   Recorder rec;
-  std::atomic<bool> release{false};
-  auto run = [&](std::vector<Writer*>& batch) {
-    rec.run(batch);
-    if (rec.runners().size() == 1) {
-      while (!release.load()) std::this_thread::yield();  // hold the first leader
-    }
-  };
-  engine::CommitRequest first_request, second_request;
-  Writer first(&first_request), second(&second_request);
-  std::thread::id leader, follower;
-  std::thread leader_thread([&] {
-    leader = std::this_thread::get_id();
-    group.commit(first, run);
-  });
-  while (rec.runners().empty()) std::this_thread::yield();
+  HeldLeader held(group, rec);
+  engine::CommitRequest second_request;
+  Writer second(&second_request);
+  std::thread::id follower;
   std::thread follower_thread([&] {
     follower = std::this_thread::get_id();
-    group.commit(second, run);
+    group.commit(second, held.run());
   });
   while (group.queued() < 1) std::this_thread::yield();
-  release = true;
-  leader_thread.join();
+  held.release_and_join();
   follower_thread.join();
   const std::vector<std::thread::id> runners = rec.runners();
   ASSERT_EQ(runners.size(), 2u);
-  EXPECT_EQ(runners[0], leader);
+  EXPECT_EQ(runners[0], held.id());
   EXPECT_EQ(runners[1], follower);  // its own batch, on its own thread
-  EXPECT_EQ(first.result.version, 0);
+  EXPECT_EQ(held.first().result.version, 0);
   EXPECT_EQ(second.result.version, 1);
   EXPECT_EQ(group.sleeps(), 0u);
   EXPECT_EQ(rec.overlaps(), 0);
