@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "common/bytes.h"
 #include "kvq/kvq.h"
 #include "support/layer_fixture.h"
 
@@ -81,21 +84,51 @@ TEST_P(PriorityQueueTest, ExtremeAndNegativePrioritiesOrderCorrectly) {
   EXPECT_TRUE(pq.empty());
 }
 
+// The count is the push counter's value: one counter for all priorities, so a push reads one key
+// whatever its priority, and each push goes behind every push committed before it started.
 TEST_P(PriorityQueueTest, KeyLayoutIsPriorityCountRandom) {
   PriorityQueue pq = make();
   pq.push("a", 7);
   pq.push("b", 7);
   pq.push("c", 2);
+  pq.push_batch({{"d", 7}, {"e", 2}});
   auto kvs = db_->run(
       [&](Transaction& tr) { return tr.get_range(space_.key() + '\x0c', space_.key() + '\x1d'); });
-  ASSERT_EQ(kvs.size(), 3u);
-  Tuple c = space_.unpack(kvs[0].key), a = space_.unpack(kvs[1].key), b = space_.unpack(kvs[2].key);
-  EXPECT_EQ(c.get_int(0), 2);
-  EXPECT_EQ(c.get_int(1), 0);
-  EXPECT_EQ(a.get_int(0), 7);
-  EXPECT_EQ(a.get_int(1), 0);
-  EXPECT_EQ(b.get_int(1), 1);
-  EXPECT_EQ(b.get_bytes(2).data.size(), 20u);
+  ASSERT_EQ(kvs.size(), 5u);
+  std::vector<std::pair<std::int64_t, std::int64_t>> places;  // (priority, count) in key order
+  for (const KeyValue& kv : kvs) {
+    const Tuple t = space_.unpack(kv.key);
+    places.emplace_back(t.get_int(0), t.get_int(1));
+    EXPECT_EQ(t.get_bytes(2).data.size(), 20u);
+  }
+  const std::vector<std::pair<std::int64_t, std::int64_t>> expected = {
+      {2, 2}, {2, 4}, {7, 0}, {7, 1}, {7, 3}};
+  EXPECT_EQ(places, expected);
+  const auto counter = db_->run(
+      [&](Transaction& tr) { return tr.get(space_.pack(Tuple().append("kvq").append("count"))); });
+  ASSERT_TRUE(counter);
+  EXPECT_EQ(common::decode_le64(*counter), 5);
+}
+
+// Items written by a kvq before the push counter (counts per priority, from 0) stay ahead of the
+// items pushed after it in their priority: the counter then starts far above any such count.
+TEST_P(PriorityQueueTest, PushesGoBehindItemsOfTheLayoutBeforeThePushCounter) {
+  db_->run([&](Transaction& tr) {
+    for (int i = 0; i < 3; ++i) {
+      tr.set(space_.pack(Tuple().append(4).append(i).append(Bytes(std::string(20, 'r')))),
+             "old" + std::to_string(i));
+    }
+    tr.atomic_add(space_.pack(Tuple().append("kvq").append("size")), 3);
+  });
+  PriorityQueue pq = make();
+  pq.push("new", 4);
+  pq.push("lower", 3);
+  EXPECT_EQ(pq.pop_min(), "lower");
+  EXPECT_EQ(pq.pop_min(), "old0");
+  EXPECT_EQ(pq.pop_max(), "new");
+  EXPECT_EQ(pq.pop_min(), "old1");
+  EXPECT_EQ(pq.pop_min(), "old2");
+  EXPECT_FALSE(pq.pop_min());
 }
 
 TEST_P(PriorityQueueTest, SizeAndClear) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <map>
 #include <variant>
 
 #include "common/bytes.h"
@@ -42,7 +41,8 @@ contention::ItemRange item_range_of(const Subspace& subspace, bool prioritized,
           prioritized,
           contention::make_end_hints(),
           total_key,
-          control.pack(Tuple().append("held"))};
+          control.pack(Tuple().append("held")),
+          prioritized ? control.pack(Tuple().append("count")) : std::string()};
 }
 
 std::int64_t now_us() { return common::wall_now_us(); }
@@ -72,55 +72,76 @@ std::optional<std::int64_t> item_pushed_us(std::string_view random) {
   return us;
 }
 
-std::int64_t next_item_position(Transaction& tr, const contention::ItemRange& items,
-                                bool prioritized, std::int64_t priority) {
-  return next_item_positions(tr, items, prioritized, std::span(&priority, 1))[0];
-}
+namespace {
 
-std::vector<std::int64_t> next_item_positions(Transaction& tr, const contention::ItemRange& items,
-                                              bool prioritized,
-                                              std::span<const std::int64_t> priorities) {
-  // The recipe's last_index: snapshot reads of the last item (and held place), so pushes never
-  // conflict.
-  const std::int64_t first = prioritized ? 0 : 1;
-  std::vector<std::int64_t> out;
-  for (const auto& last : contention::last_positions(tr, items, priorities)) {
-    if (last && *last == INT64_MAX) throw Error(ErrorCode::kInternalError, "queue: index overflow");
-    out.push_back(last ? *last + 1 : first);
-  }
-  return out;
-}
-
+// The item key at `position` (Queue: (position, random); PriorityQueue: (priority, position,
+// random)).
 std::string pack_item_key(const Subspace& subspace, bool prioritized, std::int64_t priority,
                           std::int64_t position, std::string_view random) {
   if (!prioritized) return subspace.pack(Tuple().append(position).append(Bytes(random)));
   return subspace.pack(Tuple().append(priority).append(position).append(Bytes(random)));
 }
 
+// The first of `n` positions that stay below INT64_MAX from `first`; throws internal_error else.
+std::int64_t checked_first(std::int64_t first, std::size_t n) {
+  if (first > INT64_MAX - static_cast<std::int64_t>(n)) {
+    throw Error(ErrorCode::kInternalError, "queue: index overflow");
+  }
+  return first;
+}
+
+// A Queue's next index: the recipe's last_index + 1, behind the held places too.
+std::int64_t next_queue_index(Transaction& tr, const contention::ItemRange& items, std::size_t n) {
+  const std::optional<std::int64_t> last = contention::last_position(tr, items);
+  return checked_first(last ? *last + 1 : 1, n);
+}
+
+// Where a PriorityQueue's counts start when it has no push counter yet: 0 for a new one; behind
+// every count a kvq before the counter gave (per priority, from 0) if it holds items or held
+// places of one.
+std::int64_t first_count_without_counter(Transaction& tr, const contention::ItemRange& items) {
+  constexpr RangeOptions kAny{.limit = 1, .snapshot = true};
+  const KeyRange held = contention::held_range(items);
+  const RangeRead reads[] = {{items.begin, items.end, kAny}, {held.begin, held.end, kAny}};
+  for (const auto& found : tr.get_ranges(reads)) {
+    if (!found.empty()) return kFirstCountAfterUpgrade;
+  }
+  return 0;
+}
+
+// The first of `n` counts for the items of one PriorityQueue push: the push counter's value
+// (a snapshot read), which the push raises by n (atomic_add, no conflict).
+std::int64_t take_counts(Transaction& tr, const contention::ItemRange& items, std::size_t n) {
+  const std::optional<std::string> counter = tr.get(items.count_key, /*snapshot=*/true);
+  const std::int64_t first = checked_first(
+      counter ? common::decode_le64(*counter) : first_count_without_counter(tr, items), n);
+  // Without a counter the add also sets it to where this push's counts start.
+  tr.atomic_add(items.count_key, (counter ? 0 : first) + static_cast<std::int64_t>(n));
+  return first;
+}
+
+}  // namespace
+
 std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
                            const contention::ItemRange& items, bool prioritized,
                            std::int64_t priority, std::string_view random) {
-  return pack_item_key(subspace, prioritized, priority,
-                       next_item_position(tr, items, prioritized, priority), random);
+  const std::string randoms[] = {std::string(random)};
+  return fresh_item_keys(tr, subspace, items, prioritized, std::span(&priority, 1), randoms)[0];
 }
 
 std::vector<std::string> fresh_item_keys(Transaction& tr, const Subspace& subspace,
                                          const contention::ItemRange& items, bool prioritized,
                                          std::span<const std::int64_t> priorities,
                                          std::span<const std::string> randoms) {
-  // A Queue's items have one line whatever priority they were given.
-  const auto line = [&](std::int64_t priority) { return prioritized ? priority : 0; };
-  std::map<std::int64_t, std::int64_t> position;  // priority -> next position
-  for (const std::int64_t priority : priorities) position.try_emplace(line(priority), 0);
-  std::vector<std::int64_t> distinct;
-  for (const auto& [priority, unused] : position) distinct.push_back(priority);
-  const std::vector<std::int64_t> next = next_item_positions(tr, items, prioritized, distinct);
-  for (std::size_t i = 0; i < distinct.size(); ++i) position[distinct[i]] = next[i];
+  const std::size_t n = randoms.size();
+  const std::int64_t first =
+      prioritized ? take_counts(tr, items, n) : next_queue_index(tr, items, n);
   std::vector<std::string> keys;
-  for (std::size_t i = 0; i < priorities.size(); ++i) {
-    const std::int64_t priority = line(priorities[i]);
-    keys.push_back(
-        pack_item_key(subspace, prioritized, priority, position[priority]++, randoms[i]));
+  keys.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    // A Queue's items have one line whatever priority they were given.
+    keys.push_back(pack_item_key(subspace, prioritized, prioritized ? priorities[i] : 0,
+                                 first + static_cast<std::int64_t>(i), randoms[i]));
   }
   return keys;
 }

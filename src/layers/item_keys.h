@@ -42,30 +42,24 @@ void check_item_value(std::string_view value);
 // older kvq (not 20 bytes, or a time before 2020 or in the future).
 std::optional<std::int64_t> item_pushed_us(std::string_view random);
 
-// The next position at the back of the items of `priority` (Queue: last index + 1, from 1;
-// PriorityQueue: last count of that priority + 1, from 0), behind the items out on lease too
-// (ItemRange::held_prefix), from snapshot reads (pushes never conflict). Throws internal_error on
-// index overflow.
-std::int64_t next_item_position(Transaction& tr, const contention::ItemRange& items,
-                                bool prioritized, std::int64_t priority);
-// next_item_position of each of `priorities` (distinct), with their reads made together
-// (contention::last_positions).
-std::vector<std::int64_t> next_item_positions(Transaction& tr, const contention::ItemRange& items,
-                                              bool prioritized,
-                                              std::span<const std::int64_t> priorities);
-// The item key at `position` (Queue: (position, random); PriorityQueue: (priority, position,
-// random)).
-std::string pack_item_key(const Subspace& subspace, bool prioritized, std::int64_t priority,
-                          std::int64_t position, std::string_view random);
-// The key a push of `priority` with `random` goes to: at next_item_position. Throws
-// internal_error on index overflow.
+// The position the next pushed item takes, from snapshot reads only (pushes never conflict):
+// * Queue: the last item's index + 1 (from 1), behind the items out on lease too
+//   (ItemRange::held_prefix).
+// * PriorityQueue: the push counter's value (ItemRange::count_key), which the push raises by its
+//   number of items. A push that starts after another committed reads the raised counter, so it
+//   goes behind that push's items in every priority, and a push reads one key whatever its
+//   priorities. A range without a counter is new (from 0) or holds items of a kvq before the
+//   counter, counted per priority from 0 (then from kFirstCountAfterUpgrade, behind them).
+// Throws internal_error on position overflow.
+inline constexpr std::int64_t kFirstCountAfterUpgrade = std::int64_t{1} << 40;
+// The key a push of `priority` with `random` goes to (see above).
 std::string fresh_item_key(Transaction& tr, const Subspace& subspace,
                            const contention::ItemRange& items, bool prioritized,
                            std::int64_t priority, std::string_view random);
 // The keys of items of `priorities` (in order, one per item; ignored in a Queue) with `randoms`
-// as their random parts: at consecutive positions per priority behind the last item of each,
-// from one snapshot read per distinct priority, made together (one round trip on etcd). Throws
-// internal_error on index overflow.
+// as their random parts, at consecutive positions (a Queue: behind its last item; a PriorityQueue:
+// from its push counter, raised by the number of items), so in order within each priority. One
+// snapshot read in all (one round trip on etcd). Throws internal_error on position overflow.
 std::vector<std::string> fresh_item_keys(Transaction& tr, const Subspace& subspace,
                                          const contention::ItemRange& items, bool prioritized,
                                          std::span<const std::int64_t> priorities,

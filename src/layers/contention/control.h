@@ -43,10 +43,13 @@ struct ItemRange {
   // FairQueue's ready items over all its tenants); empty: none.
   std::string total_key;
   // Work queues: the places of the items out on lease, one key each: held_prefix + the item's
-  // key after the subspace's prefix (its (position, ...) or (priority, position, ...)). A push
-  // goes behind them too (end_windows.h last_positions), so that a lease's item coming back to
-  // its own place is not behind items pushed after it. Empty: none kept.
+  // key after the subspace's prefix (its (position, ...) or (priority, position, ...)). A Queue's
+  // push goes behind them too (end_windows.h last_position), so that a lease's item coming back
+  // to its own place is not behind items pushed after it. Empty: none kept.
   std::string held_prefix;
+  // PriorityQueue: the push counter, 8-byte little-endian: the positions handed out so far
+  // (item_keys.h fresh_item_keys). Empty for a Queue.
+  std::string count_key;
 };
 
 // Throws invalid_option_value unless batch_size >= 1 and lease and request_ttl are > 0.

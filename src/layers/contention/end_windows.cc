@@ -4,7 +4,6 @@
 #include <limits>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "client/transaction_access.h"
 #include "common/bytes.h"
@@ -20,18 +19,25 @@ struct Place {
   std::int64_t position = 0;
 };
 
+// What reads at one end of the items last found there.
+struct EndHint {
+  Place last;  // the place of the last item found
+  // Positions per item of last's priority there, as measured (a PriorityQueue's counts come from
+  // one counter for all its priorities, so each priority's items are spread out); 1 in a Queue.
+  std::int64_t stride = 1;
+};
+
 struct EndHints {
   std::mutex mu;
-  std::optional<Place> ends[2];                          // by Side
-  std::unordered_map<std::int64_t, std::int64_t> tails;  // priority -> last position (pushes)
+  std::optional<EndHint> ends[2];  // by Side
 };
 
 namespace {
 
-// Positions a window spans beyond the hint at least (and twice the items asked for).
+// Items a window holds at least (and twice the items asked for), at kWindow x stride positions.
 constexpr std::int64_t kWindow = 128;
-// Bound on the remembered tails of priorities (a map, cleared when full).
-constexpr std::size_t kMaxTails = 4096;
+// Bound on a measured stride (positions per item): keeps window bounds far from overflow.
+constexpr std::int64_t kMaxStride = std::int64_t{1} << 24;
 
 // The place of item key `key`, or nullopt for a key kvq did not write.
 std::optional<Place> place_of(const ItemRange& items, const std::string& key) {
@@ -107,45 +113,84 @@ std::vector<KeyValue> read_two_parts(Transaction& tr, const std::string& begin,
   return near;
 }
 
-// Remembers where the read at `side` of `items` that returned `out` found its last item.
+// The positions per item that `out`, a read at `side` after the one that found `before`,
+// shows in the priority of its last item: the mean gap between its items there, or, for one
+// item, its distance from `before`; nullopt if it shows none (one item of another priority).
+std::optional<std::int64_t> stride_seen(const ItemRange& items, const std::vector<KeyValue>& out,
+                                        const std::optional<EndHint>& before, Place last) {
+  std::int64_t items_there = 0;  // of out's items before the last, in last's priority
+  std::int64_t first = last.position;
+  for (std::size_t i = out.size() - 1; i-- > 0;) {
+    const std::optional<Place> p = place_of(items, out[i].key);
+    if (!p || p->priority != last.priority) break;
+    first = p->position;
+    ++items_there;
+  }
+  if (items_there == 0) {
+    if (!before || before->last.priority != last.priority) return std::nullopt;
+    first = before->last.position;
+  }
+  // (Unsigned: positions written by others may be far apart; a stride is capped anyway.)
+  const auto a = static_cast<std::uint64_t>(last.position), b = static_cast<std::uint64_t>(first);
+  const std::uint64_t gap = (a > b ? a - b : b - a) / static_cast<std::uint64_t>(
+                                                          std::max<std::int64_t>(items_there, 1));
+  return static_cast<std::int64_t>(std::min<std::uint64_t>(gap, kMaxStride));
+}
+
+// The stride of `hint` after a read there saw `seen`: a running mean, at most doubled by one read
+// (a read after other clients took many items sees a large gap once), from 1 to kMaxStride.
+std::int64_t next_stride(const std::optional<EndHint>& hint, std::int64_t seen) {
+  const std::int64_t stride = hint ? hint->stride : 1;
+  return std::clamp<std::int64_t>(std::min(2 * stride, (3 * stride + seen) / 4), 1, kMaxStride);
+}
+
+// Remembers where the read at `side` of `items` that returned `out` found its last item, and,
+// in a PriorityQueue, how far apart the items it found are.
 void remember_end(const ItemRange& items, Side side, const std::vector<KeyValue>& out) {
   if (!items.hints || out.empty()) return;
-  if (auto p = place_of(items, out.back().key)) {
-    std::lock_guard lock(items.hints->mu);
-    items.hints->ends[static_cast<int>(side)] = p;
-  }
-}
-
-// Remembers item key `key` as the last of its priority (for the next push's window).
-void remember_tail(const ItemRange& items, const std::string& key) {
-  if (!items.hints) return;
-  auto p = place_of(items, key);
-  if (!p) return;
+  const std::optional<Place> last = place_of(items, out.back().key);
+  if (!last) return;
   std::lock_guard lock(items.hints->mu);
-  if (items.hints->tails.size() >= kMaxTails) items.hints->tails.clear();
-  items.hints->tails[p->priority] = p->position;
+  std::optional<EndHint>& hint = items.hints->ends[static_cast<int>(side)];
+  std::int64_t stride = 1;
+  if (items.prioritized) {
+    const std::optional<std::int64_t> seen = stride_seen(items, out, hint, *last);
+    stride = seen ? next_stride(hint, *seen) : hint ? hint->stride : 1;
+  }
+  hint = EndHint{*last, stride};
 }
 
-// x mod kWindow, in [0, kWindow).
-std::int64_t mod_window(std::int64_t x) { return ((x % kWindow) + kWindow) % kWindow; }
+// x mod `unit`, in [0, unit).
+std::int64_t mod(std::int64_t x, std::int64_t unit) { return ((x % unit) + unit) % unit; }
+
+// The smallest power of two >= x (x >= 1).
+std::int64_t power_of_two_at_least(std::int64_t x) {
+  std::int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
 
 // The bound of the window that a read of `limit` items at `side` of `items` reads first, from
-// the hint; nullopt without one. The window spans `window` positions beyond the hint, widened to
-// a position that is a multiple of kWindow: reads made while other threads move the hint by a
-// few positions then ask the same range (a prefetched read answers only the very same request;
-// on etcd, a pop whose read differs from its prefetched one makes a round trip more).
+// the hint; nullopt without one. The window spans `window` x stride positions beyond the hint
+// (the stride rounded up to a power of two), widened to a position that is a multiple of
+// kWindow x stride: reads made while other threads move the hint by a few positions then ask the
+// same range (a prefetched read answers only the very same request; on etcd, a pop whose read
+// differs from its prefetched one makes a round trip more).
 std::optional<std::string> window_bound(const ItemRange& items, Side side, int limit) {
   if (!items.hints) return std::nullopt;
-  std::optional<Place> hint;
+  std::optional<EndHint> hint;
   {
     std::lock_guard lock(items.hints->mu);
     hint = items.hints->ends[static_cast<int>(side)];
   }
   if (!hint) return std::nullopt;
-  const std::int64_t window = std::max<std::int64_t>(kWindow, 2 * std::int64_t{limit});
-  const std::int64_t from_hint = mod_window(hint->position), span = mod_window(window);
-  if (side == Side::kBack) return bound_at(items, *hint, -(window + mod_window(from_hint - span)));
-  return bound_at(items, *hint, window + mod_window(-(from_hint + span)));
+  const std::int64_t stride = power_of_two_at_least(hint->stride), unit = kWindow * stride;
+  const std::int64_t window = std::max<std::int64_t>(kWindow, 2 * std::int64_t{limit}) * stride;
+  const std::int64_t from_hint = mod(hint->last.position, unit), span = mod(window, unit);
+  if (side == Side::kBack) {
+    return bound_at(items, hint->last, -(window + mod(from_hint - span, unit)));
+  }
+  return bound_at(items, hint->last, window + mod(-(from_hint + span), unit));
 }
 
 }  // namespace
@@ -228,108 +273,49 @@ OwnedRead first_end_read(const ItemRange& items, Side side, int limit, bool snap
 
 namespace {
 
-// Where a push of one priority looks: its items and its held places (items out on lease, laid out
-// alike under ItemRange::held_prefix), each first in the window above the same bound if there is
-// a hint (the last push's position less kWindow).
-struct PushReads {
-  KeyRange items, held;  // held: an empty range if the ItemRange keeps no held places
-  std::optional<std::string> items_bound, held_bound;
-};
-
-PushReads push_reads(const ItemRange& items, std::int64_t priority) {
-  PushReads r;
-  const std::string items_prefix = items.begin.substr(0, items.prefix_size);
-  if (items.prioritized) {
-    r.items = Subspace::from_raw_prefix(items_prefix).range(Tuple().append(priority));
-    if (items.hints) {
-      std::lock_guard lock(items.hints->mu);
-      auto it = items.hints->tails.find(priority);
-      if (it != items.hints->tails.end())
-        r.items_bound = bound_at(items, {priority, it->second}, -kWindow);
-    }
-  } else {
-    r.items = {items.begin, items.end};
-    r.items_bound = window_bound(items, Side::kBack, 1);
-  }
-  if (!windowed(r.items.begin, r.items.end, r.items_bound, 1)) r.items_bound.reset();
-  if (items.held_prefix.empty()) return r;
-  r.held = items.prioritized
-               ? Subspace::from_raw_prefix(items.held_prefix).range(Tuple().append(priority))
-               : held_range(items);
-  if (r.items_bound) r.held_bound = items.held_prefix + r.items_bound->substr(items.prefix_size);
-  return r;
-}
-
-// Notes the last item found for a push (the back hint of a Queue, the tail of a priority).
-void remember_back(const ItemRange& items, const std::string& key) {
-  if (items.prioritized) return remember_tail(items, key);
-  if (!items.hints) return;
-  if (auto p = place_of(items, key)) {
-    std::lock_guard lock(items.hints->mu);
-    items.hints->ends[static_cast<int>(Side::kBack)] = p;
-  }
-}
-
-// The larger position of the last item `item` and the last held place `held` (each 0 or 1 keys),
-// remembered as the back hint (a drained work queue's pushes go behind held places only).
-std::optional<std::int64_t> larger_position(const ItemRange& items,
-                                            const std::vector<KeyValue>& item,
-                                            const std::vector<KeyValue>& held) {
-  std::optional<Place> last;
-  std::string last_key;
-  if (!item.empty()) {
-    last = place_of(items, item[0].key);
-    last_key = item[0].key;
-  }
-  if (!held.empty()) {
-    // A held key is the item's key with held_prefix for the subspace's prefix.
-    std::string as_item =
-        items.begin.substr(0, items.prefix_size) + held[0].key.substr(items.held_prefix.size());
-    const std::optional<Place> p = place_of(items, as_item);
-    if (p && (!last || p->position > last->position)) {
-      last = p;
-      last_key = std::move(as_item);
-    }
-  }
-  if (!last) return std::nullopt;
-  remember_back(items, last_key);
-  return last->position;
+// The last of `found` (0 or 1 keys) as the item key it stands for: an item's, or a held place's
+// (held_prefix for the subspace's prefix).
+std::optional<std::string> as_item_key(const ItemRange& items, const std::vector<KeyValue>& found,
+                                       const std::string& prefix) {
+  if (found.empty()) return std::nullopt;
+  return items.begin.substr(0, items.prefix_size) + found[0].key.substr(prefix.size());
 }
 
 }  // namespace
 
-std::vector<std::optional<std::int64_t>> last_positions(Transaction& tr, const ItemRange& items,
-                                                        std::span<const std::int64_t> priorities) {
+std::optional<std::int64_t> last_position(Transaction& tr, const ItemRange& items) {
   constexpr RangeOptions kLast{.limit = 1, .reverse = true, .snapshot = true};
-  std::vector<PushReads> plans;
-  for (std::int64_t priority : priorities) plans.push_back(push_reads(items, priority));
-  // Per priority: its items' window (or all of them), then its held places' window (or all).
-  std::vector<RangeRead> near;
-  for (const PushReads& r : plans) {
-    near.push_back({r.items_bound ? *r.items_bound : r.items.begin, r.items.end, kLast});
-    near.push_back({r.held_bound ? *r.held_bound : r.held.begin, r.held.end, kLast});
+  const std::string items_prefix = items.begin.substr(0, items.prefix_size);
+  const KeyRange held = held_range(items);  // empty if none are kept
+  // The window next to the last push's (the back hint), then, if both parts of it are empty,
+  // the rest below it. A held key is the item's key with held_prefix for the subspace's prefix.
+  std::optional<std::string> bound = window_bound(items, Side::kBack, 1);
+  if (!windowed(items.begin, items.end, bound, 1)) bound.reset();
+  std::optional<std::string> held_bound;
+  if (bound && !items.held_prefix.empty()) {
+    held_bound = items.held_prefix + bound->substr(items.prefix_size);
   }
+  const RangeRead near[] = {{bound ? *bound : items.begin, items.end, kLast},
+                            {held_bound ? *held_bound : held.begin, held.end, kLast}};
   std::vector<std::vector<KeyValue>> got = tr.get_ranges(near);
-  // Both windows empty: the last item or held place, if any, is below the bound.
-  std::vector<RangeRead> far;
-  std::vector<std::size_t> far_of;
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    if (!plans[i].items_bound || !got[2 * i].empty() || !got[2 * i + 1].empty()) continue;
-    far.push_back({plans[i].items.begin, *plans[i].items_bound, kLast});
-    far.push_back({plans[i].held.begin,
-                   plans[i].held_bound ? *plans[i].held_bound : plans[i].held.begin, kLast});
-    far_of.push_back(i);
+  if (bound && got[0].empty() && got[1].empty()) {
+    const RangeRead far[] = {{items.begin, *bound, kLast},
+                             {held.begin, held_bound ? *held_bound : held.begin, kLast}};
+    got = tr.get_ranges(far);
   }
-  std::vector<std::vector<KeyValue>> got_far = tr.get_ranges(far);
-  for (std::size_t j = 0; j < far_of.size(); ++j) {
-    got[2 * far_of[j]] = std::move(got_far[2 * j]);
-    got[2 * far_of[j] + 1] = std::move(got_far[2 * j + 1]);
+  std::optional<Place> last;
+  for (const auto& key : {as_item_key(items, got[0], items_prefix),
+                          as_item_key(items, got[1], items.held_prefix)}) {
+    const std::optional<Place> p = key ? place_of(items, *key) : std::nullopt;
+    if (p && (!last || p->position > last->position)) last = p;
   }
-  std::vector<std::optional<std::int64_t>> out;
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    out.push_back(larger_position(items, got[2 * i], got[2 * i + 1]));
+  if (!last) return std::nullopt;
+  // Remembered as the back hint (a drained work queue's pushes go behind held places only).
+  if (items.hints) {
+    std::lock_guard lock(items.hints->mu);
+    items.hints->ends[static_cast<int>(Side::kBack)] = EndHint{*last};
   }
-  return out;
+  return last->position;
 }
 
 }  // namespace kvq::contention

@@ -11,6 +11,9 @@
 // process, which move the hint a little, ask the very reads they prefetched.
 // Item keys start with (position, ...) in a Queue and (priority, position, ...) in a
 // PriorityQueue, so a bound is the packed (position ± window) or (priority, position ± window).
+// A Queue's positions are dense; a PriorityQueue's counts come from one counter for all its
+// priorities, so a hint also keeps how many positions apart the items of its priority were found
+// (the stride), and the window spans that many times more positions.
 // The two reads partition the range, and the second is made only if the first returned fewer
 // items than asked for: the result and the read-conflict ranges are exactly those of one read of
 // [begin, end). The window holds the items of about `window` positions (plus, on etcd, the keys
@@ -71,14 +74,11 @@ void add_end_read_conflict(Transaction& tr, const ItemRange& items, Side side,
 // Transaction::prefetch).
 OwnedRead first_end_read(const ItemRange& items, Side side, int limit, bool snapshot);
 
-// Where pushes of each of `priorities` go behind (PriorityQueue; a Queue passes one priority,
-// ignored): the larger of the positions of the last item of that priority and of the last held
-// place (ItemRange::held_prefix: an item out on lease), or nullopt if there is neither. Snapshot
-// reads, made together (Transaction::get_ranges: one round trip on etcd for a push batch of many
-// priorities); the items are read in the window next to the last push's (the back hint of a
-// Queue, the tail of the priority), the held places whole (they are as many as the leases).
-std::vector<std::optional<std::int64_t>> last_positions(Transaction& tr, const ItemRange& items,
-                                                        std::span<const std::int64_t> priorities);
+// Where a Queue's pushes go behind: the larger of the positions of its last item and of its last
+// held place (ItemRange::held_prefix: an item out on lease), or nullopt if there is neither.
+// Snapshot reads, made together (Transaction::get_ranges: one round trip on etcd), in the window
+// next to the back hint, then below it if both parts of the window were empty.
+std::optional<std::int64_t> last_position(Transaction& tr, const ItemRange& items);
 
 }  // namespace kvq::contention
 
