@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvq/kvq.h"
@@ -150,6 +152,44 @@ TEST_P(EndWindowsTest, PriorityPushesAfterAnotherObjectPushedFarAheadKeepFifo) {
   mine.push("last", 3);
   EXPECT_EQ(mine.pop_min(), "first");
   EXPECT_EQ(mine.pop_max(), "last");
+}
+
+// A PriorityQueue's counts come from one push counter for all its priorities, so the items of one
+// priority are spread out (here 300 positions apart: a window of 128 positions past the last item
+// found, widened to a multiple of 128, would never hold the next). A window learns how far apart
+// they are (the stride): after a few reads it holds the next item, and reads stop going on to the
+// rest of the range (on etcd, a read of every key of it). Only the first read of each priority has
+// to.
+TEST_P(EndWindowsTest, WindowsOverSpreadOutItemsOfOnePriorityLearnToHoldTheNextItem) {
+  constexpr int kPriorities = 300, kPerPriority = 2, kWarmUp = 8;
+  PriorityQueue pq(db_, space_, options());
+  std::vector<std::pair<std::string, std::int64_t>> all;
+  for (int i = 0; i < kPriorities * kPerPriority; ++i) {
+    all.emplace_back("v" + std::to_string(i), i % kPriorities);  // round robin
+  }
+  for (std::size_t i = 0; i < all.size(); i += kChunk) {
+    pq.push_batch({all.begin() + static_cast<std::ptrdiff_t>(i),
+                   all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + kChunk))});
+  }
+  const contention::ItemRange items = detail::item_range_of(space_, /*prioritized=*/true);
+  std::optional<std::int64_t> priority;  // of the last item read
+  int popped = 0, beyond_window_in_a_priority = 0;
+  for (bool empty = false; !empty;) {
+    db_->run([&](Transaction& tr) {
+      const contention::OwnedRead window = contention::first_end_read(items, kFront, 1, true);
+      const bool in_window = !tr.get_range(window.begin, window.end, window.options).empty();
+      const std::vector<KeyValue> got = contention::read_end(tr, items, kFront, 1, false);
+      empty = got.empty();
+      if (empty) return;
+      const std::int64_t p = detail::parse_item_key(space_, got[0].key, true).priority;
+      if (!in_window && priority == p) ++beyond_window_in_a_priority;
+      priority = p;
+      ++popped;
+      tr.clear(got[0].key);
+    });
+  }
+  EXPECT_EQ(popped, kPriorities * kPerPriority);
+  EXPECT_LE(beyond_window_in_a_priority, kWarmUp);
 }
 
 // read_ends reads the ends of several item ranges together (two get_ranges): it returns what

@@ -161,6 +161,23 @@ TEST_P(PriorityQueueTest, OperationsComposeInOneTransaction) {
   EXPECT_TRUE(pq.empty());
 }
 
+// Pushes of one priority made one after another in one transaction, through two objects, keep
+// their order: each reads the push counter as the transaction's earlier pushes left it.
+TEST_P(PriorityQueueTest, PushesInOneTransactionKeepTheirOrder) {
+  PriorityQueue pq = make();
+  PriorityQueue other = make();
+  db_->run([&](Transaction& tr) {
+    pq.push(tr, "first", 6);
+    other.push(tr, "second", 6);
+    pq.push_batch(tr, {{"third", 6}, {"fourth", 6}});
+    other.push(tr, "fifth", 6);
+  });
+  pq.push("sixth", 6);
+  for (const char* expected : {"first", "second", "third", "fourth", "fifth", "sixth"}) {
+    EXPECT_EQ(pq.pop_min(), expected);
+  }
+}
+
 TEST_P(PriorityQueueTest, ConcurrentPushesOfEqualPriorityDoNotConflict) {
   PriorityQueue pq = make();
   pq.push("existing", 4);

@@ -161,4 +161,14 @@ void Cluster::saw(std::int64_t revision) {
   }
 }
 
+bool Cluster::start_folding(const std::string& key) {
+  std::lock_guard lock(folding_mu_);
+  return folding_.insert(key).second;
+}
+
+void Cluster::done_folding(const std::string& key) {
+  std::lock_guard lock(folding_mu_);
+  folding_.erase(key);
+}
+
 }  // namespace kvq::engine::etcd

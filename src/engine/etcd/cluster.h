@@ -15,6 +15,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -115,6 +117,11 @@ class Cluster {
   std::int64_t latest_seen() const { return latest_seen_.load(std::memory_order_acquire); }
   // Notes that `revision` was seen.
   void saw(std::int64_t revision);
+  // Marks `key` (an etcd key) as being folded by the caller (delta_folder.h), unless another
+  // thread of this process is folding it now: then false (its fold would only race that one).
+  // A caller given true calls done_folding(key) when its fold ends.
+  bool start_folding(const std::string& key);
+  void done_folding(const std::string& key);
 
  private:
   std::size_t next(std::size_t i) const { return (i + 1) % endpoints_.size(); }
@@ -138,6 +145,8 @@ class Cluster {
   // A commit was answered NOSPACE: later commits probe first (probe_space) until one finds room.
   std::atomic<bool> out_of_space_{false};
   StampTurns stamp_turns_;
+  std::mutex folding_mu_;
+  std::set<std::string> folding_;  // guarded by folding_mu_
 };
 
 template <typename Call>

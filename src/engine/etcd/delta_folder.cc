@@ -57,17 +57,27 @@ pb::TxnRequest fold_txn(const KeyGroup& g, const std::string& base_key) {
 void DeltaFolder::fold(const std::string& key, std::size_t min_deltas) noexcept {
   try {
     const std::string base_key = cluster_.codec().encode(key);
-    pb::RangeRequest rr;
-    rr.set_key(base_key);
-    rr.set_range_end(KeyCodec::group_end(base_key));
-    pb::RangeResponse resp = cluster_.range(rr, "fold");
-    std::vector<KeyGroup> groups = group_records(cluster_.codec(), resp.kvs());
-    if (groups.size() != 1 || groups[0].deltas.size() < min_deltas) return;
-    if (!one_length(groups[0])) return;
-    pb::TxnResponse out;
-    cluster_.txn_once(fold_txn(groups[0], base_key), &out);  // failure leaves them for later
+    if (!cluster_.start_folding(base_key)) return;  // another thread of ours is at it
+    try {
+      fold_group(base_key, min_deltas);
+    } catch (...) {
+      // Best effort: the records stay for a later fold.
+    }
+    cluster_.done_folding(base_key);
   } catch (...) {
   }
+}
+
+void DeltaFolder::fold_group(const std::string& base_key, std::size_t min_deltas) {
+  pb::RangeRequest rr;
+  rr.set_key(base_key);
+  rr.set_range_end(KeyCodec::group_end(base_key));
+  pb::RangeResponse resp = cluster_.range(rr, "fold");
+  std::vector<KeyGroup> groups = group_records(cluster_.codec(), resp.kvs());
+  if (groups.size() != 1 || groups[0].deltas.size() < min_deltas) return;
+  if (!one_length(groups[0])) return;
+  pb::TxnResponse out;
+  cluster_.txn_once(fold_txn(groups[0], base_key), &out);  // failure leaves them for later
 }
 
 bool DeltaFolder::fold_dice() { return common::random_u64() % 64 == 0; }

@@ -132,30 +132,40 @@ std::optional<std::int64_t> stride_seen(const ItemRange& items, const std::vecto
   }
   // (Unsigned: positions written by others may be far apart; a stride is capped anyway.)
   const auto a = static_cast<std::uint64_t>(last.position), b = static_cast<std::uint64_t>(first);
-  const std::uint64_t gap = (a > b ? a - b : b - a) / static_cast<std::uint64_t>(
-                                                          std::max<std::int64_t>(items_there, 1));
+  const std::uint64_t gap =
+      (a > b ? a - b : b - a) / static_cast<std::uint64_t>(std::max<std::int64_t>(items_there, 1));
   return static_cast<std::int64_t>(std::min<std::uint64_t>(gap, kMaxStride));
 }
 
-// The stride of `hint` after a read there saw `seen`: a running mean, at most doubled by one read
-// (a read after other clients took many items sees a large gap once), from 1 to kMaxStride.
-std::int64_t next_stride(const std::optional<EndHint>& hint, std::int64_t seen) {
+// The stride of `hint` after a read there saw `seen`, from 1 to kMaxStride. A read that found its
+// last item inside the window moves it as a running mean, at most doubling it (a read after other
+// clients took many items sees a large gap once). One that had to read beyond the window (a
+// read that visits the rest of the range: on etcd, every key of it) takes the gap it saw, up to
+// 16 times the stride, so that a fresh object over spread-out items pays few such reads.
+std::int64_t next_stride(const std::optional<EndHint>& hint, std::int64_t seen,
+                         bool beyond_window) {
   const std::int64_t stride = hint ? hint->stride : 1;
-  return std::clamp<std::int64_t>(std::min(2 * stride, (3 * stride + seen) / 4), 1, kMaxStride);
+  const std::int64_t next = beyond_window ? std::min(std::max(seen, 2 * stride), 16 * stride)
+                                          : std::min(2 * stride, (3 * stride + seen) / 4);
+  return std::clamp<std::int64_t>(next, 1, kMaxStride);
 }
 
-// Remembers where the read at `side` of `items` that returned `out` found its last item, and,
-// in a PriorityQueue, how far apart the items it found are.
-void remember_end(const ItemRange& items, Side side, const std::vector<KeyValue>& out) {
+// Remembers where the read at `side` of `items` that returned `out`, with its window up to
+// `bound` (nullopt: none), found its last item, and, in a PriorityQueue, how far apart the
+// items it found are.
+void remember_end(const ItemRange& items, Side side, const std::vector<KeyValue>& out,
+                  const std::optional<std::string>& bound) {
   if (!items.hints || out.empty()) return;
   const std::optional<Place> last = place_of(items, out.back().key);
   if (!last) return;
+  const bool beyond_window =
+      bound && (side == Side::kFront ? out.back().key >= *bound : out.back().key < *bound);
   std::lock_guard lock(items.hints->mu);
   std::optional<EndHint>& hint = items.hints->ends[static_cast<int>(side)];
   std::int64_t stride = 1;
   if (items.prioritized) {
     const std::optional<std::int64_t> seen = stride_seen(items, out, hint, *last);
-    stride = seen ? next_stride(hint, *seen) : hint ? hint->stride : 1;
+    stride = seen ? next_stride(hint, *seen, beyond_window) : hint ? hint->stride : 1;
   }
   hint = EndHint{*last, stride};
 }
@@ -206,7 +216,7 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
   const std::optional<std::string> bound = window_bound(items, side, limit);
   std::vector<KeyValue> out =
       read_two_parts(tr, items.begin, items.end, bound, side, limit, snapshot);
-  remember_end(items, side, out);
+  remember_end(items, side, out, bound);
   return out;
 }
 
@@ -242,7 +252,7 @@ std::vector<std::vector<KeyValue>> read_ends(Transaction& tr,
   for (std::size_t j = 0; j < second_of.size(); ++j) {
     append(got[second_of[j]], std::move(got_far[j]));
   }
-  for (std::size_t i = 0; i < items.size(); ++i) remember_end(*items[i], side, got[i]);
+  for (std::size_t i = 0; i < items.size(); ++i) remember_end(*items[i], side, got[i], bounds[i]);
   return got;
 }
 
@@ -304,8 +314,8 @@ std::optional<std::int64_t> last_position(Transaction& tr, const ItemRange& item
     got = tr.get_ranges(far);
   }
   std::optional<Place> last;
-  for (const auto& key : {as_item_key(items, got[0], items_prefix),
-                          as_item_key(items, got[1], items.held_prefix)}) {
+  for (const auto& key :
+       {as_item_key(items, got[0], items_prefix), as_item_key(items, got[1], items.held_prefix)}) {
     const std::optional<Place> p = key ? place_of(items, *key) : std::nullopt;
     if (p && (!last || p->position > last->position)) last = p;
   }
