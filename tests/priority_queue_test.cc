@@ -10,6 +10,7 @@
 
 #include "common/bytes.h"
 #include "kvq/kvq.h"
+#include "layers/item_keys.h"
 #include "support/layer_fixture.h"
 
 namespace kvq {
@@ -159,6 +160,22 @@ TEST_P(PriorityQueueTest, OperationsComposeInOneTransaction) {
   EXPECT_EQ(q.pop(), "p1p9");
   EXPECT_EQ(pq.pop_min(), "new");
   EXPECT_TRUE(pq.empty());
+}
+
+// The same when the only trace of the earlier layout is an item out on lease (its held place):
+// it comes back at its own count, ahead of what was pushed meanwhile.
+TEST_P(PriorityQueueTest, PushesGoBehindHeldPlacesOfTheLayoutBeforeThePushCounter) {
+  const std::string base = Tuple().append(4).append(7).append(Bytes(std::string(20, 'r'))).pack();
+  db_->run([&](Transaction& tr) {
+    tr.set(space_.pack(Tuple().append("kvq").append("held")) + base, "");
+  });
+  PriorityQueue pq = make();
+  pq.push("new", 4);
+  auto kvs = db_->run(
+      [&](Transaction& tr) { return tr.get_range(space_.key() + '\x0c', space_.key() + '\x1d'); });
+  ASSERT_EQ(kvs.size(), 1u);
+  EXPECT_GT(space_.unpack(kvs[0].key).get_int(1), 7);
+  EXPECT_EQ(space_.unpack(kvs[0].key).get_int(1), detail::kFirstCountAfterUpgrade);
 }
 
 // Pushes of one priority made one after another in one transaction, through two objects, keep

@@ -2,8 +2,9 @@
 // "Priority Queues" recipe plus its "High-Contention Pop" extension.
 //
 // Key layout (docs/queues.md):
-//   subspace + (priority, count, random) = value   count from a snapshot read of the last item at
-//                                                  that priority + 1; random = 20 random bytes
+//   subspace + (priority, count, random) = value   count from the push counter (one for all
+//                                                  priorities, snapshot read, raised by each push);
+//                                                  random = 20 random bytes
 //   subspace + ("kvq", ...)                        control keys: size counter, markers, requests
 //
 // Example:
@@ -100,7 +101,8 @@ class PriorityQueue {
   bool empty();
   bool empty(Transaction& tr);
 
-  // Removes every item (ready, leased and delayed) and resets the counter; the dead letters stay
+  // Removes every item (ready, leased and delayed) and resets the size and push counters; the
+  // dead letters stay
   // (dead_letters().clear() removes them).
   void clear();
   void clear(Transaction& tr);

@@ -1,6 +1,7 @@
 // ItemStore's batch operations (item_store.h, "batches", "takes"): many pushes, pops or takes in
-// one transaction, in order. A push batch allocates its positions with one snapshot read per
-// priority (Queue: one read) and then counts up, so its items keep the batch's order; a pop batch
+// one transaction, in order. A push batch allocates its positions with one snapshot read (the
+// Queue's last index, the PriorityQueue's push counter) and then counts up, so its items keep the
+// batch's order; a pop batch
 // reads the first (or last) n items with one range read and clears them; a take batch reads them
 // the same way and puts each under a lease (WorkItems::lease). A single take is a take batch of
 // one. docs/queues.md, "Batches".
@@ -46,8 +47,8 @@ void ItemStore::check_fits(Transaction& tr, std::size_t count) {
                   " operations, less a small reserve): split the batch; nothing was written");
 }
 
-// Writes `items` at consecutive positions per priority (one snapshot read per priority, made
-// together), with the given random parts, and adds them to the size counter.
+// Writes `items` at consecutive positions (item_keys.h fresh_item_keys: one snapshot read), with
+// the given random parts, and adds them to the size counter.
 void ItemStore::write_batch(Transaction& tr, std::span<const PushItem> items,
                             const std::vector<std::string>& randoms) {
   std::vector<std::int64_t> priorities;

@@ -134,6 +134,7 @@ std::vector<std::string> fresh_item_keys(Transaction& tr, const Subspace& subspa
                                          std::span<const std::int64_t> priorities,
                                          std::span<const std::string> randoms) {
   const std::size_t n = randoms.size();
+  if (n == 0) return {};  // (an empty redrive batch: no read, no write)
   const std::int64_t first =
       prioritized ? take_counts(tr, items, n) : next_queue_index(tr, items, n);
   std::vector<std::string> keys;

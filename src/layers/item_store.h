@@ -162,7 +162,8 @@ class ItemStore {
   auto run_marked(Body&& body, const TransactionOptions& options = {}) {
     return detail::run_marked(*db_, markers_, std::forward<Body>(body), options);
   }
-  // The key of a push of `priority` with `random` (fresh_item_key: behind the last such item).
+  // The key of a push of `priority` with `random` (fresh_item_key: behind the items pushed
+  // before).
   std::string item_key(Transaction& tr, std::int64_t priority, const std::string& random);
   void write_batch(Transaction& tr, std::span<const PushItem> items,
                    const std::vector<std::string>& randoms);

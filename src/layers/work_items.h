@@ -5,7 +5,8 @@
 // back without a reaper process.
 //
 // Each live lease also keeps its item's place under ItemRange::held_prefix (written by the take,
-// cleared with the fence), so that pushes go behind it (item_keys.h next_item_position).
+// cleared with the fence), so that a Queue's pushes go behind it (item_keys.h fresh_item_keys; a
+// PriorityQueue's do by their push counter).
 //
 // Conflicts: release_due() finds due timers with a snapshot read and adds a read conflict only on
 // each timer it moves, so pops never conflict with takes through the timer range; an ack, nack or
@@ -118,8 +119,8 @@ class WorkItems {
   // place.
   void to_ready(Transaction& tr, const Timer& timer, const std::string& value);
   // Gives each delayed timer of `timers` whose item goes to the back (no place yet) a place
-  // behind the last item of its priority, in timer order (fresh_item_keys: one round trip on
-  // etcd for all of them, not one each).
+  // behind the items pushed before, in timer order (fresh_item_keys: one round trip on etcd for
+  // all of them, not one each).
   void place_delayed(Transaction& tr, std::vector<Timer>& timers);
   // The held place (ItemRange::held_prefix) of the item whose key without attempts is `base`:
   // set while the item is out on lease, so that pushes go behind it.

@@ -161,14 +161,15 @@ void Cluster::saw(std::int64_t revision) {
   }
 }
 
-bool Cluster::start_folding(const std::string& key) {
+std::unique_ptr<Cluster::FoldingMark> Cluster::start_folding(const std::string& key) {
   std::lock_guard lock(folding_mu_);
-  return folding_.insert(key).second;
+  if (!folding_.insert(key).second) return nullptr;
+  return std::make_unique<FoldingMark>(*this, key);
 }
 
-void Cluster::done_folding(const std::string& key) {
-  std::lock_guard lock(folding_mu_);
-  folding_.erase(key);
+Cluster::FoldingMark::~FoldingMark() {
+  std::lock_guard lock(cluster_.folding_mu_);
+  cluster_.folding_.erase(key_);
 }
 
 }  // namespace kvq::engine::etcd

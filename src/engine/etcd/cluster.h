@@ -117,11 +117,22 @@ class Cluster {
   std::int64_t latest_seen() const { return latest_seen_.load(std::memory_order_acquire); }
   // Notes that `revision` was seen.
   void saw(std::int64_t revision);
-  // Marks `key` (an etcd key) as being folded by the caller (delta_folder.h), unless another
-  // thread of this process is folding it now: then false (its fold would only race that one).
-  // A caller given true calls done_folding(key) when its fold ends.
-  bool start_folding(const std::string& key);
-  void done_folding(const std::string& key);
+  // The mark of a key one thread is folding (delta_folder.h); destroying it lifts the mark.
+  class FoldingMark {
+   public:
+    FoldingMark(Cluster& cluster, std::string key) : cluster_(cluster), key_(std::move(key)) {}
+    ~FoldingMark();
+    FoldingMark(const FoldingMark&) = delete;
+    FoldingMark& operator=(const FoldingMark&) = delete;
+
+   private:
+    Cluster& cluster_;
+    const std::string key_;
+  };
+  // Marks `key` (an etcd key) as folded by the caller until the mark is destroyed; null if
+  // another thread folding through this Cluster (this opened Database) holds its mark now: a
+  // second fold of the key would only race that one.
+  std::unique_ptr<FoldingMark> start_folding(const std::string& key);
 
  private:
   std::size_t next(std::size_t i) const { return (i + 1) % endpoints_.size(); }

@@ -57,14 +57,11 @@ pb::TxnRequest fold_txn(const KeyGroup& g, const std::string& base_key) {
 void DeltaFolder::fold(const std::string& key, std::size_t min_deltas) noexcept {
   try {
     const std::string base_key = cluster_.codec().encode(key);
-    if (!cluster_.start_folding(base_key)) return;  // another thread of ours is at it
-    try {
-      fold_group(base_key, min_deltas);
-    } catch (...) {
-      // Best effort: the records stay for a later fold.
-    }
-    cluster_.done_folding(base_key);
+    const auto mark = cluster_.start_folding(base_key);
+    if (!mark) return;  // another thread is folding it
+    fold_group(base_key, min_deltas);
   } catch (...) {
+    // Best effort: the records stay for a later fold.
   }
 }
 

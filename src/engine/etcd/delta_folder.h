@@ -31,17 +31,17 @@ class DeltaFolder {
   // Reads `key`'s group at the latest revision and, if it has at least `min_deltas` delta
   // records, replaces up to kMaxFolded of them by one delta holding their sum (stale ones, older
   // than the base, are just deleted), in one Txn pinning the base and every record folded, so it
-  // fails harmlessly if any of them moved meanwhile. Returns at once if another thread of this
-  // process is folding the key (many readers of a hot counter would all fold it at once). Keys
-  // whose live deltas have different operand lengths are left alone (such adds do not commute).
-  // Never throws.
+  // fails harmlessly if any of them moved meanwhile. Returns at once if another thread is folding
+  // the key through the same Cluster (many readers of a hot counter would all fold it at once).
+  // Keys whose live deltas have different operand lengths are left alone (such adds do not
+  // commute). Never throws.
   void fold(const std::string& key, std::size_t min_deltas) noexcept;
 
   // True with probability 1/64.
   static bool fold_dice();
 
  private:
-  // fold() of the key whose base record is at `base_key`, which this thread holds
+  // fold() of the key whose base record is at `base_key`, which this thread holds the mark of
   // (Cluster::start_folding). Throws what the RPCs throw.
   void fold_group(const std::string& base_key, std::size_t min_deltas);
 

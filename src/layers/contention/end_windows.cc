@@ -8,7 +8,6 @@
 #include "client/transaction_access.h"
 #include "common/bytes.h"
 #include "kvq/error.h"
-#include "kvq/subspace.h"
 #include "kvq/tuple.h"
 
 namespace kvq::contention {
@@ -127,7 +126,12 @@ std::optional<std::int64_t> stride_seen(const ItemRange& items, const std::vecto
     ++items_there;
   }
   if (items_there == 0) {
-    if (!before || before->last.priority != last.priority) return std::nullopt;
+    // One item: its distance from the last read's, unless that was the same item (a peek, a
+    // pop that did not commit), which says nothing about the gaps.
+    if (!before || before->last.priority != last.priority ||
+        before->last.position == last.position) {
+      return std::nullopt;
+    }
     first = before->last.position;
   }
   // (Unsigned: positions written by others may be far apart; a stride is capped anyway.)
@@ -137,15 +141,16 @@ std::optional<std::int64_t> stride_seen(const ItemRange& items, const std::vecto
   return static_cast<std::int64_t>(std::min<std::uint64_t>(gap, kMaxStride));
 }
 
-// The stride of `hint` after a read there saw `seen`, from 1 to kMaxStride. A read that found its
-// last item inside the window moves it as a running mean, at most doubling it (a read after other
-// clients took many items sees a large gap once). One that had to read beyond the window (a
-// read that visits the rest of the range: on etcd, every key of it) takes the gap it saw, up to
-// 16 times the stride, so that a fresh object over spread-out items pays few such reads.
+// The stride of `hint` after a read there saw `seen` (in the hint's priority), from 1 to
+// kMaxStride. A read that found its last item inside the window moves it as a running mean, at
+// most doubling it (a read after other clients took many items sees a large gap once). One that
+// had to read beyond the window (a read that visits the rest of the range: on etcd, every key of
+// it) takes a larger gap it saw as it is, up to 16 times the stride, so that a fresh object over
+// spread-out items pays few such reads.
 std::int64_t next_stride(const std::optional<EndHint>& hint, std::int64_t seen,
                          bool beyond_window) {
   const std::int64_t stride = hint ? hint->stride : 1;
-  const std::int64_t next = beyond_window ? std::min(std::max(seen, 2 * stride), 16 * stride)
+  const std::int64_t next = beyond_window ? std::clamp(seen, stride, 16 * stride)
                                           : std::min(2 * stride, (3 * stride + seen) / 4);
   return std::clamp<std::int64_t>(next, 1, kMaxStride);
 }

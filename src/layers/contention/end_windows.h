@@ -7,8 +7,9 @@
 // short:
 //   front:  [begin, bound) with bound = hint position + window, then [bound, end);
 //   back:   [bound, end)   with bound = hint position - window, then [begin, bound);
-// pops widen the window to a position that is a multiple of 128, so that concurrent pops of one
-// process, which move the hint a little, ask the very reads they prefetched.
+// pops widen the window to a position that is a multiple of 128 (x the stride, below), so that
+// concurrent pops of one process, which move the hint a little, ask the very reads they
+// prefetched.
 // Item keys start with (position, ...) in a Queue and (priority, position, ...) in a
 // PriorityQueue, so a bound is the packed (position ± window) or (priority, position ± window).
 // A Queue's positions are dense; a PriorityQueue's counts come from one counter for all its
@@ -16,7 +17,7 @@
 // (the stride), and the window spans that many times more positions.
 // The two reads partition the range, and the second is made only if the first returned fewer
 // items than asked for: the result and the read-conflict ranges are exactly those of one read of
-// [begin, end). The window holds the items of about `window` positions (plus, on etcd, the keys
+// [begin, end). The window holds about `window` items (plus, on etcd, the keys
 // deleted since the last compaction). Hints live in memory, shared by the copies of an ItemRange;
 // a fresh object reads the whole range once. docs/queues.md, "Reads that do not grow with depth".
 #ifndef KVQ_SRC_LAYERS_CONTENTION_END_WINDOWS_H_
