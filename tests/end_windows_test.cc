@@ -195,6 +195,30 @@ TEST_P(EndWindowsTest, WindowsOverSpreadOutItemsOfOnePriorityLearnToHoldTheNextI
   EXPECT_LE(beyond_window_in_a_priority, kWarmUp);
 }
 
+// Pushes move the back past its hint between two pop_max reads: that jump is not a gap between
+// items, so the back's window stays as narrow as its priority's items are dense (a few hundred
+// positions here, where counting the jumps made it span the whole priority).
+TEST_P(EndWindowsTest, PushesPastTheBackDoNotWidenItsWindow) {
+  constexpr int kItems = 1000, kRounds = 30, kPushesPerRound = 20, kMostInWindow = 300;
+  PriorityQueue pq(db_, space_, options());
+  push_all(pq, 5, kItems, "v");
+  const contention::ItemRange items = detail::item_range_of(space_, /*prioritized=*/true);
+  constexpr contention::Side kBack = contention::Side::kBack;
+  for (int round = 0; round < kRounds; ++round) {
+    push_all(pq, 5, kPushesPerRound, "r" + std::to_string(round) + "-");
+    db_->run([&](Transaction& tr) {
+      const std::vector<KeyValue> got = contention::read_end(tr, items, kBack, 1, false);
+      ASSERT_EQ(got.size(), 1u);
+      tr.clear(got[0].key);
+    });
+  }
+  const contention::OwnedRead window = contention::first_end_read(items, kBack, 1, true);
+  const std::size_t in_window = db_->run([&](Transaction& tr) {
+    return tr.get_range(window.begin, window.end, {.snapshot = true}).size();
+  });
+  EXPECT_LE(in_window, static_cast<std::size_t>(kMostInWindow));
+}
+
 // read_ends reads the ends of several item ranges together (two get_ranges): it returns what
 // read_end of each returns, windows found short or not. The ranges' keys are short (a subspace of
 // a few bytes), so the window bounds it builds are short strings, which must stay where its reads

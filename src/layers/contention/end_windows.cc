@@ -114,8 +114,9 @@ std::vector<KeyValue> read_two_parts(Transaction& tr, const std::string& begin,
 
 // The positions per item that `out`, a read at `side` after the one that found `before`,
 // shows in the priority of its last item: the mean gap between its items there, or, for one
-// item, its distance from `before`; nullopt if it shows none (one item of another priority).
-std::optional<std::int64_t> stride_seen(const ItemRange& items, const std::vector<KeyValue>& out,
+// item, its distance from `before` if the end moved inwards; nullopt if it shows none.
+std::optional<std::int64_t> stride_seen(const ItemRange& items, Side side,
+                                        const std::vector<KeyValue>& out,
                                         const std::optional<EndHint>& before, Place last) {
   std::int64_t items_there = 0;  // of out's items before the last, in last's priority
   std::int64_t first = last.position;
@@ -126,13 +127,13 @@ std::optional<std::int64_t> stride_seen(const ItemRange& items, const std::vecto
     ++items_there;
   }
   if (items_there == 0) {
-    // One item: its distance from the last read's, unless that was the same item (a peek, a
-    // pop that did not commit), which says nothing about the gaps.
-    if (!before || before->last.priority != last.priority ||
-        before->last.position == last.position) {
-      return std::nullopt;
-    }
+    // One item: its distance from the last read's if the end moved inwards, as pops move it.
+    // The same item again (a peek, a pop that did not commit) says nothing of the gaps, and nor
+    // does a move outwards: pushes past the back, an item back from a lease below the front.
+    if (!before || before->last.priority != last.priority) return std::nullopt;
     first = before->last.position;
+    const bool inwards = side == Side::kFront ? last.position > first : last.position < first;
+    if (!inwards) return std::nullopt;
   }
   // (Unsigned: positions written by others may be far apart; a stride is capped anyway.)
   const auto a = static_cast<std::uint64_t>(last.position), b = static_cast<std::uint64_t>(first);
@@ -169,7 +170,7 @@ void remember_end(const ItemRange& items, Side side, const std::vector<KeyValue>
   std::optional<EndHint>& hint = items.hints->ends[static_cast<int>(side)];
   std::int64_t stride = 1;
   if (items.prioritized) {
-    const std::optional<std::int64_t> seen = stride_seen(items, out, hint, *last);
+    const std::optional<std::int64_t> seen = stride_seen(items, side, out, hint, *last);
     stride = seen ? next_stride(hint, *seen, beyond_window) : hint ? hint->stride : 1;
   }
   hint = EndHint{*last, stride};
