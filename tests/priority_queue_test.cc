@@ -178,6 +178,25 @@ TEST_P(PriorityQueueTest, PushesGoBehindHeldPlacesOfTheLayoutBeforeThePushCounte
   EXPECT_EQ(space_.unpack(kvs[0].key).get_int(1), detail::kFirstCountAfterUpgrade);
 }
 
+// A push whose counts would pass the largest int64 is refused with a clear error and writes
+// nothing (the counter does not wrap around to counts that sort first).
+TEST_P(PriorityQueueTest, PushesPastTheLargestCountAreRefused) {
+  const std::string counter = space_.pack(Tuple().append("kvq").append("count"));
+  db_->run([&](Transaction& tr) {
+    tr.set(counter, common::encode_le64(std::numeric_limits<std::int64_t>::max() - 2));
+  });
+  PriorityQueue pq = make();
+  try {
+    pq.push_batch({{"a", 1}, {"b", 1}, {"c", 1}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInternalError);
+  }
+  EXPECT_EQ(pq.size(), 0);
+  pq.push_batch({{"a", 1}, {"b", 1}});  // the last two counts are still free
+  EXPECT_EQ(pq.pop_min(), "a");
+}
+
 // Pushes of one priority made one after another in one transaction, through two objects, keep
 // their order: each reads the push counter as the transaction's earlier pushes left it.
 TEST_P(PriorityQueueTest, PushesInOneTransactionKeepTheirOrder) {

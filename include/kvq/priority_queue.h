@@ -101,8 +101,8 @@ class PriorityQueue {
   bool empty();
   bool empty(Transaction& tr);
 
-  // Removes every item (ready, leased and delayed) and resets the size and push counters; the
-  // dead letters stay
+  // Removes every item (ready, leased and delayed) and resets the size counter (the push
+  // counter goes on, so pushes stay in order with pushes made before); the dead letters stay
   // (dead_letters().clear() removes them).
   void clear();
   void clear(Transaction& tr);

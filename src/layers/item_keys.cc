@@ -93,7 +93,7 @@ std::int64_t checked_first(std::int64_t first, std::size_t n) {
 // A Queue's next index: the recipe's last_index + 1, behind the held places too.
 std::int64_t next_queue_index(Transaction& tr, const contention::ItemRange& items, std::size_t n) {
   const std::optional<std::int64_t> last = contention::last_position(tr, items);
-  return checked_first(last ? *last + 1 : 1, n);
+  return checked_first(last ? *last : 0, n + 1) + 1;
 }
 
 // Where a PriorityQueue's counts start when it has no push counter yet: 0 for a new one; behind
