@@ -1,6 +1,7 @@
 #include "layers/contention/end_windows.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -179,13 +180,6 @@ void remember_end(const ItemRange& items, Side side, const std::vector<KeyValue>
 // x mod `unit`, in [0, unit).
 std::int64_t mod(std::int64_t x, std::int64_t unit) { return ((x % unit) + unit) % unit; }
 
-// The smallest power of two >= x (x >= 1).
-std::int64_t power_of_two_at_least(std::int64_t x) {
-  std::int64_t p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-
 // The bound of the window that a read of `limit` items at `side` of `items` reads first, from
 // the hint; nullopt without one. The window spans `window` x stride positions beyond the hint
 // (the stride rounded up to a power of two), widened to a position that is a multiple of
@@ -200,7 +194,10 @@ std::optional<std::string> window_bound(const ItemRange& items, Side side, int l
     hint = items.hints->ends[static_cast<int>(side)];
   }
   if (!hint) return std::nullopt;
-  const std::int64_t stride = power_of_two_at_least(hint->stride), unit = kWindow * stride;
+  // (A stride is 1..kMaxStride, so its power of two fits.)
+  const auto stride =
+      static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(hint->stride)));
+  const std::int64_t unit = kWindow * stride;
   const std::int64_t window = std::max<std::int64_t>(kWindow, 2 * std::int64_t{limit}) * stride;
   const std::int64_t from_hint = mod(hint->last.position, unit), span = mod(window, unit);
   if (side == Side::kBack) {
