@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -206,6 +207,10 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue redrive", 2, "queue redrive: n is required"},
       {"{db} queue redrive -1", 2, "queue redrive: n: must be >= 0, not -1"},
       {"{db} queue redrive x", 2, "redrive"},
+      {"{db} --max-attempts -1 queue take", 2, "--max-attempts: must be >= 0, not -1"},
+      {"{db} queue nack --max-attempts x TFVDSw", 2, "--max-attempts"},
+      {"{db} pq --max-attempts 1.5 take-min", 2, "--max-attempts"},
+      {"{db} fair take --max-attempts 99999999999", 2, "--max-attempts"},
       // pq
       {"{db} pq take-min extra", 2, "pq take-min: unexpected argument 'extra'"},
       {"{db} pq take-max --vt -1s", 2, "--vt"},
@@ -457,7 +462,8 @@ TEST_F(CliTest, FairCommandsServeTenantsInTurnAndPassLeasesBack) {
 }
 
 // fair set-weight: the tenant's turns per round, shown by stats; dead-letters and redrive of one
-// tenant print what the library says (the CLI sets no max_attempts: none to list or move).
+// tenant print what the library says (here none to list or move: without --max-attempts nothing
+// goes to the dead letters).
 TEST_F(CliTest, FairSetWeightDeadLettersAndRedriveActOnOneTenant) {
   if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
   TestDb db;
@@ -479,6 +485,71 @@ TEST_F(CliTest, FairSetWeightDeadLettersAndRedriveActOnOneTenant) {
   EXPECT_EQ(run(f + "redrive --tenant a 5").out, "0\n");
   EXPECT_EQ(run(f + "set-weight --tenant a 1").status, 0);
   EXPECT_EQ(nlohmann::json::parse(run(f + "stats --json").out)[0]["weight"], 1);
+}
+
+// --max-attempts N: a lease nacked (with its --reason) or run out at the N-th delivery sends its
+// item to the dead letters, on queue, pq and fair; redrive brings it back. Without the option
+// the same nack gives the item back.
+TEST_F(CliTest, MaxAttemptsSendsNackedAndExpiredItemsToTheDeadLetters) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
+  TestDb db;
+  const std::string q = db.flag() + " queue --name jobs ";
+  ASSERT_EQ(run(q + "push j1").status, 0);
+  const auto token_of = [](const CliRun& take) { return take.out.substr(0, take.out.find('\n')); };
+  CliRun take = run(q + "take");
+  ASSERT_EQ(take.status, 0) << take.err;
+  ASSERT_EQ(run(q + "--max-attempts 2 nack " + token_of(take) + " --reason 'try again'").status, 0);
+  EXPECT_EQ(run(q + "dead-letters").out, "") << "first delivery of 2";
+  take = run(q + "take");
+  ASSERT_EQ(take.status, 0) << take.err;
+  EXPECT_EQ(take.out.substr(take.out.find('\n') + 1), "j1\n");
+  CliRun nack = run(db.flag() + " --max-attempts 2 queue --name jobs nack " + token_of(take) +
+                    " --reason 'bad input'");
+  ASSERT_EQ(nack.status, 0) << nack.err;
+  EXPECT_EQ(run(q + "dead-letters").out, "2\t0\tbad input\tj1\n");
+  EXPECT_EQ(run(q + "pop").status, 3);
+  EXPECT_EQ(run(q + "redrive 5").out, "1\n");
+  EXPECT_EQ(run(q + "pop").out, "j1\n");
+
+  const std::string p = db.flag() + " pq --name jobs ";
+  ASSERT_EQ(run(p + "push -p 7 p1").status, 0);
+  take = run(p + "take-min");
+  ASSERT_EQ(take.status, 0) << take.err;
+  ASSERT_EQ(run(p + "nack --max-attempts 1 " + token_of(take) + " --reason broken").status, 0);
+  EXPECT_EQ(run(p + "dead-letters").out, "1\t7\tbroken\tp1\n");
+
+  const std::string f = db.flag() + " fair --name jobs ";
+  ASSERT_EQ(run(f + "push --tenant t f1").status, 0);
+  ASSERT_EQ(run(f + "take --vt 10ms").status, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(run(f + "--max-attempts 1 pop").status, 3) << "the expired lease's item is dead";
+  EXPECT_EQ(run(f + "dead-letters --tenant t").out, "1\t0\tvisibility timeout expired\tf1\n");
+}
+
+// fair pop and take that find nothing they may serve while items are ready (their tenants are at
+// a lease limit a take found) say so, rather than that the queue is empty; exit 3 either way.
+TEST_F(CliTest, FairTakeAtALeaseLimitSaysItemsWait) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
+  TestDb db;
+  const std::string f = db.flag() + " fair --name limits ";
+  ASSERT_EQ(run(f + "push --tenant a a1 a2 a3").status, 0);
+  CliRun first = run(f + "take --max-leased 1");
+  ASSERT_EQ(first.status, 0) << first.err;
+  for (const char* command : {"take --max-leased 1", "pop"}) {
+    CliRun none = run(f + command);
+    EXPECT_EQ(none.status, 3) << command;
+    EXPECT_EQ(none.out, "") << command;
+    EXPECT_NE(none.err.find("though 2 items are ready: their tenants are at their lease limit"),
+              std::string::npos)
+        << command << ": " << none.err;
+  }
+  const std::string token = first.out.substr(0, first.out.find('\n'));
+  ASSERT_EQ(run(f + "ack --tenant a " + token).status, 0);
+  EXPECT_EQ(run(f + "pop").out, "a\na2\n");
+  EXPECT_EQ(run(f + "pop").out, "a\na3\n");
+  CliRun empty = run(f + "take --max-leased 1");
+  EXPECT_EQ(empty.status, 3);
+  EXPECT_EQ(empty.err, "kvq: fair queue is empty\n");
 }
 
 // --json never replaces bytes: a value or tenant that is valid UTF-8 is a JSON string ("value",

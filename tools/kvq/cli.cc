@@ -52,6 +52,10 @@ void add_global_options(CLI::App& app, Context& ctx) {
   app.add_option("--db", ctx.url, db_option_help())->check(NonEmpty());
   app.add_flag("--high-contention", ctx.high_contention,
                "use high-contention (staged) pops for queue, pq and fair commands");
+  app.add_option("--max-attempts", ctx.max_attempts,
+                 "queue, pq and fair commands: an item delivered this many times goes to the dead "
+                 "letters (with nack's --reason) when its lease is nacked or runs out; 0: never")
+      ->transform(AtLeast(0));
 }
 
 void set_action(CLI::App* command, Context& ctx, std::function<int()> fn) {

@@ -44,7 +44,8 @@ class CliError : public std::runtime_error {
 // The global options and the command chosen on the command line.
 struct Context {
   std::string url;               // --db; empty = not given
-  bool high_contention = false;  // --high-contention (queue and pq commands)
+  bool high_contention = false;  // --high-contention (queue, pq and fair commands)
+  int max_attempts = 0;          // --max-attempts (queue, pq and fair commands; 0: no limit)
   std::function<int()> action;   // set by the leaf subcommand that was given; returns the exit code
   // The URL queue/pq/dump use: --db, else $KVQ_DB if set and non-empty, else default_url().
   std::string database_url() const;
@@ -60,7 +61,7 @@ std::string default_url();
 // The help text of --db.
 std::string db_option_help();
 
-// Registers --db and --high-contention on `app`.
+// Registers --db, --high-contention and --max-attempts on `app`.
 void add_global_options(CLI::App& app, Context& ctx);
 // Makes `fn` the action run when `command` is the (leaf) subcommand given.
 void set_action(CLI::App* command, Context& ctx, std::function<int()> fn);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "tools/kvq/commands.h"
 
@@ -26,6 +27,7 @@ struct FairArgs {
 FairQueue open_fair(const Context& ctx, const FairArgs& args) {
   FairQueueOptions options;
   options.high_contention = ctx.high_contention;
+  options.max_attempts = ctx.max_attempts;
   options.max_leased_per_tenant = args.max_leased;
   return FairQueue(ctx.open(), Subspace(Tuple().append("F").append(args.name)), options);
 }
@@ -62,26 +64,42 @@ void add_push(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& arg
   });
 }
 
-// Prints the tenant on one line, then the value (exit 3 if there is none).
-int print_item(const std::optional<FairItem>& item) {
-  if (item) std::cout << escape(item->tenant) << "\n";
-  return print_value(item ? std::optional(item->value) : std::nullopt, false, "fair queue");
+// Prints the tenant on one line, then the value. Without an item, exit 3 with "is empty", or, if
+// `fq` still has ready items (their tenants are at a lease limit a take found: docs/queues.md,
+// "Fair queues"), with how many wait and what frees them.
+int print_item(const std::optional<FairItem>& item, FairQueue& fq, std::string_view verb) {
+  if (item) {
+    std::cout << escape(item->tenant) << "\n";
+    return print_value(item->value, false, "fair queue");
+  }
+  if (const std::int64_t ready = fq.size(); ready > 0) {
+    std::cerr << "kvq: fair queue: nothing could be " << verb << ", though " << ready
+              << " items are ready: their tenants are at their lease limit until one of their "
+                 "leases is acked, nacked or runs out\n";
+    return kExitEmpty;
+  }
+  return print_value(std::nullopt, false, "fair queue");
 }
 
 void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& args) {
   auto* pop = fair->add_subcommand(
       "pop",
       "remove the next item in fair order; print its tenant, then the value (exit 3 if none)");
-  set_action(pop, ctx, [&ctx, args] { return print_item(open_fair(ctx, *args).pop()); });
+  set_action(pop, ctx, [&ctx, args] {
+    FairQueue fq = open_fair(ctx, *args);
+    return print_item(fq.pop(), fq, "popped");
+  });
   auto* take = fair->add_subcommand(
       "take", "lease the next item in fair order; print the token, the tenant, then the value");
   add_vt_option(take, args->vt_ms, "visibility timeout: 500ms, 30s, 5m");
   take->add_option("--max-leased", args->max_leased, "at most this many leased per tenant (0: any)")
       ->transform(AtLeast(0));
   set_action(take, ctx, [&ctx, args] {
-    std::optional<Lease> lease = open_fair(ctx, *args).take(std::chrono::milliseconds(args->vt_ms));
+    FairQueue fq = open_fair(ctx, *args);
+    std::optional<Lease> lease = fq.take(std::chrono::milliseconds(args->vt_ms));
     if (lease) std::cout << lease->token_text() << "\n";
-    return print_item(lease ? std::optional(FairItem{lease->tenant, lease->value}) : std::nullopt);
+    return print_item(lease ? std::optional(FairItem{lease->tenant, lease->value}) : std::nullopt,
+                      fq, "taken");
   });
 }
 

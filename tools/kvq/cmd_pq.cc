@@ -21,6 +21,7 @@ struct PqArgs {
 PriorityQueue open_pq(const Context& ctx, const PqArgs& args) {
   PriorityQueueOptions options;
   options.high_contention = ctx.high_contention;
+  options.max_attempts = ctx.max_attempts;
   return PriorityQueue(ctx.open(), Subspace(Tuple().append("P").append(args.name)), options);
 }
 

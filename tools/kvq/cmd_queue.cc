@@ -20,6 +20,7 @@ struct QueueArgs {
 Queue open_queue(const Context& ctx, const QueueArgs& args) {
   QueueOptions options;
   options.high_contention = ctx.high_contention;
+  options.max_attempts = ctx.max_attempts;
   return Queue(ctx.open(), Subspace(Tuple().append("Q").append(args.name)), options);
 }
 
