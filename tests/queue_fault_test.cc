@@ -2,7 +2,7 @@
 // not apply and for commits it did apply. Items must be neither duplicated (a retried push) nor
 // lost (a retried pop whose first attempt took an item), also when a pushed item was popped by
 // another client before the push's retry ran. The ShortTtl cases make high-contention requests
-// outlive their request_ttl while their commits are retried (40 ms ttl, 5 ms per commit, 12
+// outlive their request_ttl while their commits are retried (20 ms ttl, 5 ms per commit, 12
 // poppers): fulfillers then expire requests and put deliveries back under the feet of poppers
 // whose consuming commit ended in commit_unknown_result. Those cases check exactly-once only.
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 
 #include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
+#include "layers/contention/stats.h"
 #include "support/figures.h"
 #include "support/layer_engines.h"
 #include "support/producers_consumers.h"
@@ -40,7 +41,7 @@ TEST_P(FaultTest, RetriesAfterUnknownResultNeitherDuplicateNorLoseItems) {
   Subspace space(Tuple().append("fault"));
   QueueOptions qo;
   qo.high_contention = GetParam().high_contention;
-  if (GetParam().short_request_ttl) qo.contention.request_ttl = std::chrono::milliseconds(40);
+  if (GetParam().short_request_ttl) qo.contention.request_ttl = std::chrono::milliseconds(20);
   PriorityQueueOptions po;
   po.high_contention = GetParam().high_contention;
   po.contention = qo.contention;
@@ -52,6 +53,10 @@ TEST_P(FaultTest, RetriesAfterUnknownResultNeitherDuplicateNorLoseItems) {
   const bool unordered = GetParam().short_request_ttl;
 
   const int n = static_cast<int>(testing::test_items() / 10);
+  const detail::ContentionStats& stats = detail::contention_stats();
+  const std::uint64_t staged_before = stats.staged_pops.load();
+  const std::uint64_t expired_before = stats.expired.load(),
+                      reclaimed_before = stats.reclaimed.load();
   const testing::History h = testing::run_producers_and_consumers({
       .producers = 4,
       .consumers = GetParam().short_request_ttl ? 12 : 4,
@@ -90,6 +95,15 @@ TEST_P(FaultTest, RetriesAfterUnknownResultNeitherDuplicateNorLoseItems) {
   EXPECT_GT(faulty->injected_applied(), 0u);
   EXPECT_GT(faulty->injected_not_applied(), 0u);
   EXPECT_EQ(prio ? pq.size() : q.size(), 0);
+  // The cases each parameter is for happened: staged pops under faults; requests that outlived
+  // their ttl, and deliveries to them put back.
+  if (GetParam().high_contention) {
+    EXPECT_GT(stats.staged_pops.load(), staged_before);
+  }
+  if (GetParam().short_request_ttl) {
+    EXPECT_GT(stats.expired.load(), expired_before);
+    EXPECT_GT(stats.reclaimed.load(), reclaimed_before);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, FaultTest,

@@ -1,7 +1,8 @@
 // Worker processes killed with SIGKILL while holding leases (tests/workers/work_queue_worker.cc):
 // on RocksDB by killing and restarting the one process that may open the database, on etcd with
-// several workers at once of which one is killed. Every item's effect (written in the ack's
-// transaction) is applied exactly once: none lost, none twice.
+// several workers at once of which some are killed. Every item's effect (written in the ack's
+// transaction) is applied exactly once: none lost, none twice. Each test also checks that some
+// worker was killed while it held a lease (its output ends with "took N"), the case it is for.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -51,13 +52,18 @@ std::vector<std::string> worker(const std::string& url) {
   return {testing::worker_path("work_queue_worker"), url, "300", "5"};
 }
 
-void kill_after(testing::Subprocess& p, std::chrono::milliseconds after) {
-  ASSERT_EQ(p.read_line(30s), "ready");
+// Kills the worker `after` its "ready" line; returns whether it held a lease then (its last line
+// is "took N").
+bool kill_after(testing::Subprocess& p, std::chrono::milliseconds after) {
+  EXPECT_EQ(p.read_line(30s), "ready");
   std::this_thread::sleep_for(after);
   p.kill(SIGKILL);
   testing::record_figure(testing::kClientProcessKills, 1);
   const int status = p.wait();
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the worker finished before it was killed: " << status;
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the worker finished before it was killed: " << status;
+  std::string out = p.output();
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out.substr(out.rfind('\n') + 1).starts_with("took ");
 }
 #endif
 
@@ -66,10 +72,13 @@ TEST(WorkQueueCrash, RocksDbWorkerKilledAndRestartedLosesNothingAndRepeatsNothin
   const std::string url = "rocksdb:" + testing::fresh_temp_dir("kvq-wq-crash") + "/db";
   const int n = 400;
   push_items(url, n);
+  int killed_holding = 0;
   for (int round = 0; round < 3; ++round) {
     testing::Subprocess p(worker(url));
-    kill_after(p, 150ms);
+    killed_holding += kill_after(p, 150ms) ? 1 : 0;
   }
+  // A worker holds a lease through each 5 ms of work, most of its time.
+  EXPECT_GE(killed_holding, 1) << "no worker was killed while it held a lease";
   std::string out;
   ASSERT_EQ(testing::run_program(worker(url), &out), 0);
   expect_each_effect_once(url, n);
@@ -83,10 +92,16 @@ TEST(WorkQueueCrash, EtcdWorkerKilledWhileOthersRunLosesNothingAndRepeatsNothing
   if (url.empty()) GTEST_SKIP() << why;
   const int n = 300;
   push_items(url, n);
-  testing::Subprocess victim(worker(url));
   std::vector<std::unique_ptr<testing::Subprocess>> others;
   for (int i = 0; i < 2; ++i) others.push_back(std::make_unique<testing::Subprocess>(worker(url)));
-  kill_after(victim, 300ms);
+  // Victims one after another while the others run, until one was killed holding a lease (most
+  // are: a worker holds one through each 5 ms of work).
+  bool killed_holding = false;
+  for (int victims = 0; victims < 4 && !killed_holding; ++victims) {
+    testing::Subprocess victim(worker(url));
+    killed_holding = kill_after(victim, 150ms);
+  }
+  EXPECT_TRUE(killed_holding) << "no worker was killed while it held a lease";
   for (auto& p : others) {
     const int status = p->wait();
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;

@@ -4,10 +4,11 @@
 //   work_queue_worker <url> <vt_ms> <work_ms>
 //
 // Opens <url> and the Queue under subspace ("wq"), prints "ready", then loops: take a lease of
-// <vt_ms>; sleep <work_ms> (the work); then, in one transaction, ack the lease and add 1 to the
-// item's effect counter ("effects", <n>) for the item "item-<n>". A lease_lost ack (the lease ran
-// out and the item went to another worker) is skipped. Exits 0 once nothing is ready, leased or
-// delayed; 70 with a message on stderr if anything else throws.
+// <vt_ms> and print "took <n>"; sleep <work_ms> (the work); then, in one transaction, ack the lease
+// and add 1 to the item's effect counter ("effects", <n>) for the item "item-<n>", and print
+// "acked <n>" (so a worker killed after "took" without "acked" held a lease). A lease_lost ack
+// (the lease ran out and the item went to another worker) is skipped, printing "lost <n>". Exits 0
+// once nothing is ready, leased or delayed; 70 with a message on stderr if anything else throws.
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -36,15 +37,18 @@ void work(const std::string& url, std::chrono::milliseconds vt, std::chrono::mil
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
     }
-    std::this_thread::sleep_for(pause);
     const int n = std::stoi(lease->value.substr(lease->value.find('-') + 1));
+    std::cout << "took " << n << std::endl;
+    std::this_thread::sleep_for(pause);
     try {
       db->run([&](kvq::Transaction& tr) {
         q.ack(tr, *lease);
         tr.atomic_add(effects.pack(kvq::Tuple().append(n)), std::int64_t{1});
       });
+      std::cout << "acked " << n << std::endl;
     } catch (const kvq::Error& e) {
       if (e.code() != kvq::ErrorCode::kLeaseLost) throw;
+      std::cout << "lost " << n << std::endl;
     }
   }
 }
