@@ -113,25 +113,6 @@ TEST_P(FairQueueTest, AWeightSetWhileTheTenantIsInTheRingActsFromItsNextRound) {
 
 // A ring entry of the layout before the weight moved into it, ("r", turn, tenant) = (credit,),
 // is served (its weight read from the weight key) and then moved in the current layout.
-// A tenant in the ring whose due timer has no wake-up left (as an earlier kvq left it: it filed
-// wake-ups and moved timers only on the tenant's turn) is not stranded: the turn that finds it
-// empty wakes it, and the next pop moves the timer and serves the item.
-TEST_P(FairQueueTest, DueTimersWithoutAWakeUpAreMovedOnceTheirTenantIsFoundEmpty) {
-  FairQueue fq = make();
-  fq.push("t", "x");
-  auto lease = fq.take(50ms);  // t's turn: t stays in the ring
-  ASSERT_TRUE(lease);
-  std::this_thread::sleep_for(100ms);
-  const KeyRange wakes = fq.subspace().range(Tuple().append("w"));
-  db_->run([&](Transaction& tr) { tr.clear_range(wakes.begin, wakes.end); });
-  EXPECT_EQ(fq.pop(), std::nullopt) << "t's turn finds its items empty";
-  std::optional<FairItem> back = fq.pop();
-  ASSERT_TRUE(back) << "the expired lease's item is stranded";
-  EXPECT_EQ(back->value, "x");
-  EXPECT_EQ(code_of([&] { fq.ack(*lease); }), ErrorCode::kLeaseLost);
-  EXPECT_EQ(fq.size(), 0);
-}
-
 TEST_P(FairQueueTest, ARingEntryOfTheEarlierLayoutIsServedAndMoved) {
   FairQueue fq = make();
   fq.set_weight("o", 2);
@@ -196,8 +177,8 @@ TEST_P(FairQueueTest, AnExpiredLeaseBringsItsTenantBackAfterItLeftTheRing) {
   fq.ack(*back);
 }
 
-// The pop that files the tenant's timed wake-up (at the lease's deadline) moves its due timers
-// before any turn, so an expired lease's item keeps its place in line.
+// Pops serve a turn without building the tenant's Queue unless the tenant has due timers: then
+// its Queue moves them first, so an expired lease's item keeps its place in line.
 TEST_P(FairQueueTest, PopsServeAnExpiredLeaseBeforeTheLaterItemsOfItsTenant) {
   for (bool combine : {false, true}) {
     FairQueueOptions o;

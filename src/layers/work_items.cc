@@ -95,7 +95,7 @@ contention::OwnedRead WorkItems::due_read(std::int64_t now_us) const {
           {.limit = kReleasePerOp, .snapshot = true}};
 }
 
-std::size_t WorkItems::release_due(Transaction& tr, std::int64_t now_us) {
+void WorkItems::release_due(Transaction& tr, std::int64_t now_us) {
   const contention::OwnedRead read = due_read(now_us);
   std::vector<Timer> timers;
   std::vector<std::string> values;
@@ -107,7 +107,6 @@ std::size_t WorkItems::release_due(Transaction& tr, std::int64_t now_us) {
   }
   place_delayed(tr, timers);
   for (std::size_t i = 0; i < timers.size(); ++i) release(tr, timers[i], values[i]);
-  return timers.size();
 }
 
 void WorkItems::place_delayed(Transaction& tr, std::vector<Timer>& timers) {

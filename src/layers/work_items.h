@@ -47,8 +47,9 @@ class WorkItems {
 
   // Moves up to kReleasePerOp due timers into the items (expired leases to their own key with
   // their attempts; due delayed items to a fresh key), or to the dead letters when an expired
-  // lease used up max_attempts. Timers are due by `now_us` (unix µs). Returns how many moved.
-  std::size_t release_due(Transaction& tr, std::int64_t now_us);
+  // lease used up max_attempts.
+  // Timers are due by `now_us` (unix µs).
+  void release_due(Transaction& tr, std::int64_t now_us);
   // The read release_due(tr, now_us) starts with (for Transaction::prefetch).
   contention::OwnedRead due_read(std::int64_t now_us) const;
 

@@ -225,7 +225,9 @@ std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side sid
 
 std::vector<std::vector<KeyValue>> read_ends(Transaction& tr,
                                              std::span<const ItemRange* const> items, Side side,
-                                             int limit, bool snapshot) {
+                                             int limit, bool snapshot,
+                                             std::span<const RangeRead> also,
+                                             std::vector<std::vector<KeyValue>>* also_got) {
   // (Made before the reads that view them: a short bound lives inside its string.)
   std::vector<std::optional<std::string>> bounds;
   for (const ItemRange* r : items) bounds.push_back(window_bound(*r, side, limit));
@@ -233,7 +235,12 @@ std::vector<std::vector<KeyValue>> read_ends(Transaction& tr,
   for (std::size_t i = 0; i < items.size(); ++i) {
     firsts.push_back(first_part(items[i]->begin, items[i]->end, bounds[i], side, limit, snapshot));
   }
+  firsts.insert(firsts.end(), also.begin(), also.end());
   std::vector<std::vector<KeyValue>> got = tr.get_ranges(firsts);
+  if (also_got)
+    also_got->assign(std::make_move_iterator(got.begin() + items.size()),
+                     std::make_move_iterator(got.end()));
+  got.resize(items.size());
   // The second parts of the windows that ran short, together.
   std::vector<RangeRead> seconds;
   std::vector<std::size_t> second_of;

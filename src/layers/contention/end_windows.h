@@ -47,13 +47,14 @@ int range_limit(std::size_t n);
 std::vector<KeyValue> read_end(Transaction& tr, const ItemRange& items, Side side, int limit,
                                bool snapshot);
 
-// As read_end(tr, *items[i], side, limit, snapshot) for each i, with the first reads of all
-// made together (Transaction::get_ranges), then the second reads of the windows that ran short
-// together: on etcd two round trips (a Txn of reads each) for up to --max-txn-ops ranges, where
-// read_end makes up to two each.
-std::vector<std::vector<KeyValue>> read_ends(Transaction& tr,
-                                             std::span<const ItemRange* const> items, Side side,
-                                             int limit, bool snapshot);
+// As read_end(tr, *items[i], side, limit, snapshot) for each i, with the first read of each and
+// `also`'s reads made together (Transaction::get_ranges; the answers to `also` go to *also_got
+// if it is given), then the second reads of the windows that ran short together: on etcd two
+// round trips (a Txn of reads each) for up to --max-txn-ops ranges, where read_end makes up to
+// two each.
+std::vector<std::vector<KeyValue>> read_ends(
+    Transaction& tr, std::span<const ItemRange* const> items, Side side, int limit, bool snapshot,
+    std::span<const RangeRead> also = {}, std::vector<std::vector<KeyValue>>* also_got = nullptr);
 
 // As read_end(tr, items, side, limit, /*snapshot=*/false) when it finds `limit` items (the same
 // read-conflict range); when it finds fewer (and at least one), its read-conflict range still

@@ -25,11 +25,9 @@ constexpr RangeOptions kDueRead{.limit = FairIndex::kFilePerOp, .snapshot = true
 
 }  // namespace
 
-std::vector<std::string> FairIndex::file_due(Transaction& tr, std::int64_t now_us) const {
+void FairIndex::file_due(Transaction& tr, std::int64_t now_us) const {
   const contention::OwnedRead due = due_read(now_us);
-  std::vector<std::string> timed;
-  file_wakes(tr, tr.get_range(due.begin, due.end, due.options), timed);
-  return timed;
+  file_wakes(tr, tr.get_range(due.begin, due.end, due.options));
 }
 
 contention::OwnedRead FairIndex::due_read(std::int64_t now_us) const {
@@ -42,30 +40,27 @@ contention::OwnedRead FairIndex::window_read(int n) const {
   return {std::move(ring.begin), std::move(ring.end), {.limit = n}};
 }
 
-std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr, std::int64_t now_us,
-                                                            std::vector<std::string>& timed) const {
+std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr,
+                                                            std::int64_t now_us) const {
   const contention::OwnedRead due = due_read(now_us), ring = window_read(2);
   const RangeRead reads[] = {due.view(), ring.view()};
   std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
   // Tenants filed go to the back of the ring, after every entry read: they change the head only
   // of a ring that held fewer than two entries.
-  if (file_wakes(tr, got[0], timed) && got[1].size() < 2) return head(tr);
+  if (file_wakes(tr, got[0]) && got[1].size() < 2) return head(tr);
   return head_of(std::move(got[1]));
 }
 
-bool FairIndex::file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes,
-                           std::vector<std::string>& timed) const {
+bool FairIndex::file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) const {
   if (wakes.empty()) return false;
   // The wake-ups' tenants, each once (one can have several wake-ups due).
-  const auto add_once = [](std::vector<std::string>& to, const std::string& tenant) {
-    if (std::find(to.begin(), to.end(), tenant) == to.end()) to.push_back(tenant);
-  };
   std::vector<std::string> tenants;
   for (const KeyValue& kv : wakes) {
     tr.clear(kv.key);
-    const FairKeys::WakeUp w = keys_.wake_up(kv.key);
-    add_once(tenants, w.tenant);
-    if (w.due_us > 0) add_once(timed, w.tenant);
+    std::string tenant = keys_.wake_tenant(kv.key);
+    if (std::find(tenants.begin(), tenants.end(), tenant) == tenants.end()) {
+      tenants.push_back(std::move(tenant));
+    }
   }
   // Each one's `filed` and weight keys, read together.
   std::vector<contention::OwnedRead> owned;

@@ -9,12 +9,6 @@
 // filing one tenant conflict), and a tenant leaves the ring only when a pop found it empty (a
 // non-snapshot read of its items, so a push committed meanwhile makes that pop retry) or at its
 // lease limit (its leases' wake-ups bring it back).
-//
-// Timers: every timer of a tenant (a lease's deadline, a delayed item's due time) has a timed
-// wake-up at or after its due time (written with it, moved with it by an extend, cancelled with
-// it by an ack or nack). Filing a timed wake-up hands its tenant to the caller, which moves the
-// tenant's due timers into its items before any turn in that transaction (FairState::
-// release_timers), so a turn pops a tenant's items without reading its timers first.
 #ifndef KVQ_SRC_LAYERS_FAIR_FAIR_INDEX_H_
 #define KVQ_SRC_LAYERS_FAIR_FAIR_INDEX_H_
 
@@ -44,9 +38,8 @@ class FairIndex {
   void cancel_wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
                    std::string_view id) const;
   // Files the tenants of up to kFilePerOp wake-ups due by `now_us` at the back of the ring
-  // (unless filed already) and clears those wake-ups. Returns the tenants of the timed ones
-  // (due_us > 0), each once: the caller moves their due timers (see the file comment).
-  std::vector<std::string> file_due(Transaction& tr, std::int64_t now_us) const;
+  // (unless filed already) and clears those wake-ups.
+  void file_due(Transaction& tr, std::int64_t now_us) const;
   // The first read of file_due(tr, now_us), and of window(tr, n) (for Transaction::prefetch).
   contention::OwnedRead due_read(std::int64_t now_us) const;
   contention::OwnedRead window_read(int n) const;
@@ -67,10 +60,9 @@ class FairIndex {
   // The tenant of the entry after `head` (its own if alone): the head after `head` is served
   // once and moved to the back.
   std::string next_tenant(const Head& head) const;
-  // file_due(tr, now_us) (its timed tenants go to `timed`), then head(tr), with the two first
-  // reads made together (Transaction::get_ranges: one round trip on etcd instead of two).
-  std::optional<Head> file_due_and_head(Transaction& tr, std::int64_t now_us,
-                                        std::vector<std::string>& timed) const;
+  // file_due(tr, now_us), then head(tr), with the two first reads made together
+  // (Transaction::get_ranges: one round trip on etcd instead of two).
+  std::optional<Head> file_due_and_head(Transaction& tr, std::int64_t now_us) const;
   // Takes `entry`'s tenant out of the ring.
   void retire(Transaction& tr, const RingEntry& entry) const;
   // `entry`'s tenant was served `served` (>= 1) times in a row: it keeps the turn while it has
@@ -94,9 +86,8 @@ class FairIndex {
   // The head of a ring whose first (up to) two entries are `two`.
   std::optional<Head> head_of(std::vector<KeyValue> two) const;
   // Files the tenants of the due wake-ups `wakes` (unless filed already) and clears the wake-ups;
-  // whether it filed any. The tenants of the timed ones go to `timed`, each once.
-  bool file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes,
-                  std::vector<std::string>& timed) const;
+  // whether it filed any.
+  bool file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) const;
   // Files `tenant` at the back of the ring with its weight `w` (read from its weight key, which
   // this makes a read conflict, against set_weight) as credit, and marks it filed.
   void file(Transaction& tr, std::string_view tenant, std::int64_t w) const;

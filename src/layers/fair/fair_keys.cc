@@ -75,9 +75,8 @@ KeyRange FairKeys::wakes_due(std::int64_t now_us) const {
   return {space_.range(Tuple().append("w")).begin, space_.pack(Tuple().append("w").append(now_us))};
 }
 
-FairKeys::WakeUp FairKeys::wake_up(std::string_view key) const {
-  const Tuple t = space_.unpack(key);
-  return {t.get_int(1), t.get_bytes(2).data};
+std::string FairKeys::wake_tenant(std::string_view key) const {
+  return space_.unpack(key).get_bytes(2).data;
 }
 
 std::string FairKeys::registered(std::string_view tenant) const {

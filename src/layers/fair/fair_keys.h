@@ -68,12 +68,8 @@ class FairKeys {
   std::string wake(std::int64_t due_us, std::string_view tenant, std::string_view id) const;
   // The wake-ups due before `now_us`: [("w"), ("w", now_us)).
   KeyRange wakes_due(std::int64_t now_us) const;
-  // A key of wakes_due(), decoded.
-  struct WakeUp {
-    std::int64_t due_us = 0;  // 0: a wake-up for now (a push, an ack); else a timer's due time
-    std::string tenant;
-  };
-  WakeUp wake_up(std::string_view key) const;
+  // The tenant of a key of wakes_due().
+  std::string wake_tenant(std::string_view key) const;
   std::string registered(std::string_view tenant) const;
   KeyRange registry() const { return space_.range(Tuple().append("t")); }
   std::string registry_tenant(std::string_view key) const;

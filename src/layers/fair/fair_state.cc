@@ -117,9 +117,7 @@ FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, 
   const std::int64_t now = now_us();
   hint_guessed_turn(tr, now, /*take=*/std::is_same_v<T, Lease>);
   // The head and whether another tenant follows it (if not, it stays in place).
-  std::vector<std::string> timed;
-  std::optional<FairIndex::Head> head = index_.file_due_and_head(tr, now, timed);
-  release_timers(tr, timed, now);
+  std::optional<FairIndex::Head> head = index_.file_due_and_head(tr, now);
   for (int retired = 0; head; head = index_.head(tr)) {
     if (std::optional<T> v = serve_one(head->entry.tenant, tr, now)) {
       index_.advance(tr, head->entry, 1, head->alone);
@@ -142,47 +140,38 @@ std::optional<T> FairState::serve_marked(const Serve<T>& serve_one,
   }
 }
 
-void FairState::release_timers(Transaction& tr, const std::vector<std::string>& tenants,
-                               std::int64_t now) {
-  if (tenants.empty()) return;
-  std::vector<std::shared_ptr<ItemStore>> stores;
-  for (const std::string& tenant : tenants) stores.push_back(tenant_store(tenant));
-  if (hint_reads_) {  // their reads in one round trip
-    std::vector<contention::OwnedRead> reads;
-    for (const auto& store : stores) reads.push_back(store->work().due_read(now));
-    contention::prefetch(tr, reads);
+std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::string& tenant,
+                                               std::size_t n, std::int64_t now_us,
+                                               ShortBatch short_batch) {
+  if (auto got = tenant_items_.pop(tr, tenant, n, db_->limits(), now_us, short_batch)) {
+    return std::move(*got);
   }
-  for (std::size_t i = 0; i < tenants.size(); ++i) {
-    if (stores[i]->work().release_due(tr, now) == WorkItems::kReleasePerOp) {
-      index_.wake(tr, tenants[i], now);  // more may be due: the next filing moves them
-    }
-  }
+  return pop_through_queue(tr, tenant, n, now_us);
 }
 
-std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::string& tenant,
-                                               std::size_t n, ShortBatch short_batch) {
-  return tenant_items_.pop(tr, tenant, n, db_->limits(), short_batch);
+std::vector<std::string> FairState::pop_through_queue(Transaction& tr, const std::string& tenant,
+                                                      std::size_t n, std::int64_t now_us) {
+  std::vector<std::string> got = tenant_queue(tenant).pop_batch(tr, n);  // moves due timers first
+  if (got.empty()) keep_awake_if_timers_due(tr, tenant, now_us);
+  return got;
 }
 
 void FairState::keep_awake_if_timers_due(Transaction& tr, const std::string& tenant,
                                          std::int64_t now_us) const {
-  if (tenant_items_.has_due_timers(tr, tenant, now_us)) index_.wake(tr, tenant, now_us);
+  if (tenant_items_.has_due_timers(tr, tenant, now_us)) index_.wake(tr, tenant, 0);
 }
 
 FairState::Serve<FairItem> FairState::popper() {
   return [this](const std::string& tenant, Transaction& tr,
                 std::int64_t now) -> std::optional<FairItem> {
     if (hint_reads_) {
-      // Its reads in one round trip (none if hint_guessed_turn guessed it: a read fetched
+      // Its two reads in one round trip (none if hint_guessed_turn guessed it: a read fetched
       // already is not asked again).
       const std::string_view tenants[] = {tenant};
       tenant_items_.prefetch(tr, tenants, now);
     }
-    std::vector<std::string> got = pop_tenant(tr, tenant, 1, ShortBatch::kMeansNoMore);
-    if (got.empty()) {  // it leaves the ring
-      keep_awake_if_timers_due(tr, tenant, now);
-      return std::nullopt;
-    }
+    std::vector<std::string> got = pop_tenant(tr, tenant, 1, now, ShortBatch::kMeansNoMore);
+    if (got.empty()) return std::nullopt;
     return FairItem{tenant, std::move(got[0])};
   };
 }

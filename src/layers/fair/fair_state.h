@@ -126,20 +126,19 @@ class FairState {
   bool at_lease_limit(Transaction& tr, std::string_view tenant) const;
   // The read at_lease_limit makes first (none without a limit), for Transaction::prefetch.
   std::vector<contention::OwnedRead> lease_limit_reads(std::string_view tenant) const;
-  // Moves the due timers of `tenants` (a turn just filed their timed wake-ups: fair_index.h) into
-  // their items (WorkItems::release_due, their reads prefetched together), before the turn serves
-  // anyone; a tenant with a full release's worth moved gets a timed wake-up due now, so that the
-  // next filing moves the rest.
-  void release_timers(Transaction& tr, const std::vector<std::string>& tenants, std::int64_t now);
   // Up to `n` (>= 1) items from the front of `tenant`'s items, as its Queue::pop_batch(tr, n)
-  // without moving due timers first (release_timers did), fewer than n telling what `short_batch`
-  // says (fitting.h).
+  // (through tenant_items_, or the tenant's Queue if it has timers due by `now_us` to move first),
+  // fewer than n telling what `short_batch` says (fitting.h; the tenant's Queue: kMeansNoMore).
   std::vector<std::string> pop_tenant(Transaction& tr, const std::string& tenant, std::size_t n,
-                                      ShortBatch short_batch);
-  // Before a tenant found empty leaves the ring: if it has timers due by `now_us` (left by a
-  // filing that moved a full release's worth, or whose wake-up an earlier kvq filed without
-  // moving them), a timed wake-up due now, so that the next filing moves them (a snapshot read of
-  // its timers; one written meanwhile comes with a wake-up of its own).
+                                      std::int64_t now_us, ShortBatch short_batch);
+  // pop_tenant through the tenant's Queue (which moves its due timers first).
+  std::vector<std::string> pop_through_queue(Transaction& tr, const std::string& tenant,
+                                             std::size_t n, std::int64_t now_us);
+  // After a turn through `tenant`'s Queue found no item: a turn moves at most
+  // WorkItems::kReleasePerOp due timers, and if they all went to dead letters (expired leases out
+  // of attempts), due timers may be left whose wake-ups were used up when the tenant was filed;
+  // the tenant, about to leave the ring, then gets a wake-up due now (a snapshot read of its
+  // timers due by `now_us`: one written meanwhile comes with a wake-up of its own).
   void keep_awake_if_timers_due(Transaction& tr, const std::string& tenant,
                                 std::int64_t now_us) const;
   // A turn's pop: the front item of the tenant, nullopt if it has none.
@@ -192,13 +191,17 @@ class FairState {
   };
   // Reads ahead the turns of ring[from...] (for engines whose reads take round trips): those of
   // as many tenants as `limits` leave room for at `turn_ops` operations a turn (all if 0: none
-  // served yet), and one more. Their first reads at `now_us` are hinted (TenantItems::prefetch),
-  // and the fronts of those with one turn (credit 1, not `alone`) that the `left` pops reach are
-  // read together into ahead.fronts (TenantItems::fronts: a tenant found empty costs no round trip
-  // of its own); ahead.end becomes the index after the last tenant read ahead.
+  // served yet), and one more. Their first reads are hinted (TenantItems::prefetch), and the
+  // fronts of those with one turn (credit 1, not `alone`) that the `left` pops reach are read
+  // together into ahead.fronts (TenantItems::fronts: a tenant found empty costs no round trip of
+  // its own); ahead.end becomes the index after the last tenant read ahead.
   void read_turns_ahead(Transaction& tr, const std::vector<RingEntry>& ring, std::size_t from,
                         bool alone, std::size_t left, std::size_t turn_ops,
                         const TransactionLimits& limits, std::int64_t now_us, ReadAhead& ahead);
+  // One turn's pop of `tenant` from `front` (read ahead in this transaction), or through its
+  // Queue if it has timers due.
+  std::vector<std::string> pop_front(Transaction& tr, const std::string& tenant,
+                                     TenantItems::Front front, std::int64_t now_us);
 
   // ---- high-contention mode (fair_staging.cc) ----
   // The staging range (FairKeys::staging) as the fulfiller's item range.

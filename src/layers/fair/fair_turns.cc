@@ -38,7 +38,7 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
                                                                const TransactionLimits& limits,
                                                                std::int64_t now) {
   std::vector<std::optional<FairItem>> out;
-  release_timers(tr, index_.file_due(tr, now), now);
+  index_.file_due(tr, now);
   TurnCosts costs;
   int retired = 0;
   while (out.size() < n) {
@@ -70,10 +70,9 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
         read_turns_ahead(tr, ring, i, alone, n - out.size(), costs.ops, limits, now, ahead);
       }
       std::vector<std::string> got =
-          ahead.fronts[i] ? tenant_items_.pop_front(tr, entry.tenant, std::move(*ahead.fronts[i]))
-                          : pop_tenant(tr, entry.tenant, want, ShortBatch::kSaysNothing);
+          ahead.fronts[i] ? pop_front(tr, entry.tenant, std::move(*ahead.fronts[i]), now)
+                          : pop_tenant(tr, entry.tenant, want, now, ShortBatch::kSaysNothing);
       if (got.empty()) {  // its items ran out (read with a conflict): it leaves the ring
-        keep_awake_if_timers_due(tr, entry.tenant, now);
         index_.retire(tr, entry);
         if (++retired == kRetirePerTransaction) return out;  // commit that, go on
         continue;
@@ -120,11 +119,17 @@ void FairState::read_turns_ahead(Transaction& tr, const std::vector<RingEntry>& 
     if (single(i)) singles.push_back(ring[i].tenant);
   }
   tenant_items_.prefetch(tr, tenants, now_us);
-  std::vector<TenantItems::Front> read = tenant_items_.fronts(tr, singles);
+  std::vector<TenantItems::Front> read = tenant_items_.fronts(tr, singles, now_us);
   for (std::size_t i = from, s = 0; i < to; ++i) {
     if (single(i)) ahead.fronts[i] = std::move(read[s++]);
   }
   ahead.end = to;
+}
+
+std::vector<std::string> FairState::pop_front(Transaction& tr, const std::string& tenant,
+                                              TenantItems::Front front, std::int64_t now_us) {
+  if (auto got = tenant_items_.pop_front(tr, tenant, std::move(front))) return std::move(*got);
+  return pop_through_queue(tr, tenant, 1, now_us);  // its timers due first
 }
 
 }  // namespace kvq::detail

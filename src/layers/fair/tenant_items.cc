@@ -26,6 +26,14 @@ std::shared_ptr<const TenantItems::Keys> TenantItems::keys_of(std::string_view t
   return made;
 }
 
+namespace {
+
+// WorkItems::release_due's read (a snapshot read of the due timers), to see whether it has
+// anything to move.
+constexpr RangeOptions kDueRead{.limit = 1, .snapshot = true};
+
+}  // namespace
+
 void TenantItems::push(Transaction& tr, std::string_view tenant, std::string_view value) {
   check_item_value(value);
   const std::shared_ptr<const Keys> k = keys_of(tenant);
@@ -35,18 +43,26 @@ void TenantItems::push(Transaction& tr, std::string_view tenant, std::string_vie
 }
 
 contention::OwnedRead TenantItems::due_read(const Keys& k, std::int64_t now_us) {
-  return {k.due_begin, due_before_key(k.control, now_us), {.limit = 1, .snapshot = true}};
+  return {k.due_begin, due_before_key(k.control, now_us), kDueRead};
 }
 
 bool TenantItems::has_due_timers(Transaction& tr, std::string_view tenant,
                                  std::int64_t now_us) const {
-  const contention::OwnedRead due = due_read(*keys_of(tenant), now_us);
+  return timers_due(tr, *keys_of(tenant), now_us);
+}
+
+bool TenantItems::timers_due(Transaction& tr, const Keys& k, std::int64_t now_us) {
+  const contention::OwnedRead due = due_read(k, now_us);
   return !tr.get_range(due.begin, due.end, due.options).empty();
 }
 
-std::vector<std::string> TenantItems::pop(Transaction& tr, std::string_view tenant, std::size_t n,
-                                          const TransactionLimits& limits, ShortBatch short_batch) {
+std::optional<std::vector<std::string>> TenantItems::pop(Transaction& tr, std::string_view tenant,
+                                                         std::size_t n,
+                                                         const TransactionLimits& limits,
+                                                         std::int64_t now_us,
+                                                         ShortBatch short_batch) {
   const std::shared_ptr<const Keys> k = keys_of(tenant);
+  if (timers_due(tr, *k, now_us)) return std::nullopt;
   std::vector<std::string> out;
   consume_fitting(tr, k->items, limits, contention::Side::kFront, n, short_batch,
                   [&](KeyValue& kv) {
@@ -57,24 +73,34 @@ std::vector<std::string> TenantItems::pop(Transaction& tr, std::string_view tena
 }
 
 std::vector<TenantItems::Front> TenantItems::fronts(Transaction& tr,
-                                                    std::span<const std::string_view> tenants) {
+                                                    std::span<const std::string_view> tenants,
+                                                    std::int64_t now_us) {
   if (tenants.empty()) return {};
   std::vector<std::shared_ptr<const Keys>> keys;
   std::vector<const contention::ItemRange*> items;
+  std::vector<contention::OwnedRead> dues;
   for (std::string_view tenant : tenants) {
-    items.push_back(&keys.emplace_back(keys_of(tenant))->items);
+    const Keys* k = keys.emplace_back(keys_of(tenant)).get();
+    items.push_back(&k->items);
+    dues.push_back(due_read(*k, now_us));
   }
-  std::vector<std::vector<KeyValue>> first =
-      contention::read_ends(tr, items, contention::Side::kFront, 1, /*snapshot=*/true);
+  std::vector<RangeRead> due_reads;  // (views of `dues`, which no longer grows)
+  for (const contention::OwnedRead& r : dues) due_reads.push_back(r.view());
+  std::vector<std::vector<KeyValue>> due;
+  std::vector<std::vector<KeyValue>> first = contention::read_ends(
+      tr, items, contention::Side::kFront, 1, /*snapshot=*/true, due_reads, &due);
   std::vector<Front> out(tenants.size());
   for (std::size_t i = 0; i < tenants.size(); ++i) {
+    out[i].timers_due = !due[i].empty();
     if (!first[i].empty()) out[i].item = std::move(first[i][0]);
   }
   return out;
 }
 
-std::vector<std::string> TenantItems::pop_front(Transaction& tr, std::string_view tenant,
-                                                Front front) {
+std::optional<std::vector<std::string>> TenantItems::pop_front(Transaction& tr,
+                                                               std::string_view tenant,
+                                                               Front front) {
+  if (front.timers_due) return std::nullopt;
   const std::shared_ptr<const Keys> k = keys_of(tenant);
   std::vector<std::string> out;
   // What read_end's read with a conflict would have covered: up to the item, or all the items.
@@ -93,9 +119,9 @@ std::vector<contention::OwnedRead> TenantItems::first_reads(
   reads.reserve(2 * tenants.size());
   for (std::string_view tenant : tenants) {
     const std::shared_ptr<const Keys> k = keys_of(tenant);
+    reads.push_back(due_read(*k, now_us));
     // consume_fitting reads one item first, whatever the batch.
     reads.push_back(contention::first_end_read(k->items, contention::Side::kFront, 1, false));
-    reads.push_back(due_read(*k, now_us));
   }
   return reads;
 }

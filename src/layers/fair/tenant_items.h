@@ -7,8 +7,7 @@
 // tenant_queue(tenant).push(tr, value) would, a pop what tenant_queue(tenant).pop_batch(tr, n)
 // would. A pass over many tenants can read their fronts ahead, together, as snapshots (fronts),
 // and then pop each from what was read with the read conflict its own read would have added
-// (pop_front). Due timers are not theirs to move: a turn moves them when it files the tenant's
-// timed wake-ups (FairState::release_timers). Thread-safe.
+// (pop_front). Thread-safe.
 #ifndef KVQ_SRC_LAYERS_FAIR_TENANT_ITEMS_H_
 #define KVQ_SRC_LAYERS_FAIR_TENANT_ITEMS_H_
 
@@ -47,30 +46,35 @@ class TenantItems {
   void push(Transaction& tr, std::string_view tenant, std::string_view value);
   // Up to `n` (>= 1) items from the front of `tenant`'s items, removed, as the tenant's
   // Queue::pop_batch(tr, n) returns them (with the same reads, writes and read conflicts, cut to
-  // `limits` the same way), except that fewer than n tells what `short_batch` says (fitting.h), and
-  // that it does not move the tenant's due timers first: a turn's filing of the tenant's timed
-  // wake-ups did (FairState::release_timers).
-  std::vector<std::string> pop(Transaction& tr, std::string_view tenant, std::size_t n,
-                               const TransactionLimits& limits, ShortBatch short_batch);
-  // Whether `tenant` has a timer due by `now_us` (an expired lease, a due delayed item): a
-  // snapshot read of one timer.
+  // `limits` the same way), except that fewer than n tells what `short_batch` says (fitting.h).
+  // nullopt, after one snapshot read, if the tenant has a timer due by `now_us` (an expired lease
+  // or a due delayed item): then the caller pops through the tenant's Queue, which moves the due
+  // timers first.
+  std::optional<std::vector<std::string>> pop(Transaction& tr, std::string_view tenant,
+                                              std::size_t n, const TransactionLimits& limits,
+                                              std::int64_t now_us, ShortBatch short_batch);
+  // Whether `tenant` has a timer due by `now_us` (an expired lease, a due delayed item): the
+  // snapshot read of one timer that pop() starts with.
   bool has_due_timers(Transaction& tr, std::string_view tenant, std::int64_t now_us) const;
   // What pop(tr, tenant, 1, ...) reads first, read ahead by fronts().
   struct Front {
-    std::optional<KeyValue> item;  // the tenant's first item, if it has one
+    bool timers_due = false;       // the tenant has a timer due: pop through its Queue
+    std::optional<KeyValue> item;  // its first item, if it has one
   };
-  // The fronts of `tenants`, read as snapshots, all of them in two round trips on etcd
-  // (end_windows.h read_ends) where pops one by one make one or two each. No read conflict:
+  // The fronts of `tenants` at `now_us`: what pop(tr, tenant, 1, limits, now_us, ...) reads of
+  // each (its due timers, its first item), read as snapshots, all of them in two round trips on
+  // etcd (end_windows.h read_ends) where pops one by one make one or two each. No read conflict:
   // pop_front adds the one pop would have added, for the tenants it serves.
-  std::vector<Front> fronts(Transaction& tr, std::span<const std::string_view> tenants);
+  std::vector<Front> fronts(Transaction& tr, std::span<const std::string_view> tenants,
+                            std::int64_t now_us);
   // pop(tr, tenant, 1, ...) with `front` (fronts() of `tenant` in this transaction, no write to
-  // the tenant's items since): the read conflict of its read, the item's clear and counters; its
-  // item, or none.
-  std::vector<std::string> pop_front(Transaction& tr, std::string_view tenant, Front front);
-  // The reads a turn of each of `tenants` at `now_us` may make: the first of pop(tr, tenant, n,
-  // ...) (its front item; the same for any n) and has_due_timers' (made only if the tenant turns
-  // out empty), for Transaction::prefetch, so that an engine with round trips fetches them for all
-  // of these tenants in one.
+  // the tenant's items since): the read conflict of its reads, the item's clear and counters.
+  // nullopt if the tenant has timers due (pop through its Queue), else its item or none.
+  std::optional<std::vector<std::string>> pop_front(Transaction& tr, std::string_view tenant,
+                                                    Front front);
+  // The first two reads that pop(tr, tenant, n, limits, now_us) makes for each of `tenants` (its
+  // timers and its front item; the same for any n), for Transaction::prefetch, so that an engine
+  // with round trips fetches them for all of these tenants in one.
   std::vector<contention::OwnedRead> first_reads(std::span<const std::string_view> tenants,
                                                  std::int64_t now_us);
   // Hands first_reads(tenants, now_us) to tr.prefetch.
@@ -85,8 +89,11 @@ class TenantItems {
     std::string due_begin;        // its first timer key
   };
   std::shared_ptr<const Keys> keys_of(std::string_view tenant) const;
-  // has_due_timers' read for the tenant of `k`: a snapshot read of one timer due by `now_us`.
+  // WorkItems::release_due's first read of the tenant's timers (a snapshot read of one timer due
+  // by `now_us`), to see whether it has anything to move.
   static contention::OwnedRead due_read(const Keys& k, std::int64_t now_us);
+  // has_due_timers for the tenant of `k`.
+  static bool timers_due(Transaction& tr, const Keys& k, std::int64_t now_us);
 
   const FairKeys& keys_;
   mutable std::mutex mu_;
