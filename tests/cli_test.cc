@@ -539,7 +539,7 @@ TEST_F(CliTest, FairTakeAtALeaseLimitSaysItemsWait) {
     CliRun none = run(f + command);
     EXPECT_EQ(none.status, 3) << command;
     EXPECT_EQ(none.out, "") << command;
-    EXPECT_NE(none.err.find("though 2 items are ready: their tenants are at their lease limit"),
+    EXPECT_NE(none.err.find("though 2 items are ready: of tenants at their lease limit"),
               std::string::npos)
         << command << ": " << none.err;
   }

@@ -74,8 +74,9 @@ int print_item(const std::optional<FairItem>& item, FairQueue& fq, std::string_v
   }
   if (const std::int64_t ready = fq.size(); ready > 0) {
     std::cerr << "kvq: fair queue: nothing could be " << verb << ", though " << ready
-              << " items are ready: their tenants are at their lease limit until one of their "
-                 "leases is acked, nacked or runs out\n";
+              << (ready == 1 ? " item is" : " items are")
+              << " ready: of tenants at their lease limit until one of their leases is acked, "
+                 "nacked or runs out (or pushed since)\n";
     return kExitEmpty;
   }
   return print_value(std::nullopt, false, "fair queue");
