@@ -113,6 +113,33 @@ TEST_P(FairQueueTest, AWeightSetWhileTheTenantIsInTheRingActsFromItsNextRound) {
 
 // A ring entry of the layout before the weight moved into it, ("r", turn, tenant) = (credit,),
 // is served (its weight read from the weight key) and then moved in the current layout.
+// Timed wake-ups (an expired lease's, a due delayed item's) sort behind the wake-ups of pushes,
+// and a turn files 16 at most. While pushes to many other tenants keep 16 or more of those
+// pending at every turn, a turn still files the oldest timed ones, so a tenant whose only item is
+// back from an expired lease is served (it used to wait until the pushes stopped).
+TEST_P(FairQueueTest, AnExpiredLeaseIsServedWhilePushesToManyTenantsKeepWakingThem) {
+  FairQueue fq = make();
+  fq.push("t", "t-0");
+  auto lease = fq.take(50ms);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(fq.pop(), std::nullopt);  // t leaves the ring; its lease's wake-up brings it back
+  std::this_thread::sleep_for(100ms);
+  int pops = 0;
+  for (bool served = false; !served && pops < 60; ++pops) {
+    db_->run([&](Transaction& tr) {
+      for (int k = 0; k < 20; ++k) fq.push(tr, "p" + std::to_string(k), "v");
+    });
+    const std::optional<FairItem> item = fq.pop();
+    ASSERT_TRUE(item);
+    served = item->tenant == "t";
+    if (served) {
+      EXPECT_EQ(item->value, "t-0");
+    }
+  }
+  EXPECT_LT(pops, 60) << "t's expired lease waited behind the pushes' wake-ups";
+  EXPECT_EQ(code_of([&] { fq.ack(*lease); }), ErrorCode::kLeaseLost);
+}
+
 TEST_P(FairQueueTest, ARingEntryOfTheEarlierLayoutIsServedAndMoved) {
   FairQueue fq = make();
   fq.set_weight("o", 2);

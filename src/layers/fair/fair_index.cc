@@ -27,7 +27,22 @@ constexpr RangeOptions kDueRead{.limit = FairIndex::kFilePerOp, .snapshot = true
 
 void FairIndex::file_due(Transaction& tr, std::int64_t now_us) const {
   const contention::OwnedRead due = due_read(now_us);
-  file_wakes(tr, tr.get_range(due.begin, due.end, due.options));
+  file_wakes(tr, with_timed_wakes(tr, tr.get_range(due.begin, due.end, due.options), now_us));
+}
+
+std::vector<KeyValue> FairIndex::with_timed_wakes(Transaction& tr, std::vector<KeyValue> first,
+                                                  std::int64_t now_us) const {
+  // Sorted by due time: if the last one is for now, they all are.
+  if (first.size() < static_cast<std::size_t>(kFilePerOp) ||
+      keys_.wake_due_us(first.back().key) > 0) {
+    return first;
+  }
+  const KeyRange timed = keys_.timed_wakes_due(now_us);
+  for (KeyValue& kv :
+       tr.get_range(timed.begin, timed.end, {.limit = kTimedFilePerOp, .snapshot = true})) {
+    first.push_back(std::move(kv));
+  }
+  return first;
 }
 
 contention::OwnedRead FairIndex::due_read(std::int64_t now_us) const {
@@ -47,7 +62,9 @@ std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr,
   std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
   // Tenants filed go to the back of the ring, after every entry read: they change the head only
   // of a ring that held fewer than two entries.
-  if (file_wakes(tr, got[0]) && got[1].size() < 2) return head(tr);
+  if (file_wakes(tr, with_timed_wakes(tr, std::move(got[0]), now_us)) && got[1].size() < 2) {
+    return head(tr);
+  }
   return head_of(std::move(got[1]));
 }
 

@@ -27,6 +27,8 @@ namespace kvq::detail {
 class FairIndex {
  public:
   static constexpr int kFilePerOp = 16;
+  // Timed wake-ups filed besides, when kFilePerOp wake-ups for now fill the first read.
+  static constexpr int kTimedFilePerOp = 4;
 
   explicit FairIndex(const FairKeys& keys) : keys_(keys) {}
 
@@ -38,7 +40,9 @@ class FairIndex {
   void cancel_wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
                    std::string_view id) const;
   // Files the tenants of up to kFilePerOp wake-ups due by `now_us` at the back of the ring
-  // (unless filed already) and clears those wake-ups.
+  // (unless filed already) and clears those wake-ups. Wake-ups for now (pushes, acks) sort first;
+  // if they fill the kFilePerOp, the oldest kTimedFilePerOp timed ones (expired leases, due
+  // delayed items) are read and filed too, so that pushes to many tenants cannot hold them back.
   void file_due(Transaction& tr, std::int64_t now_us) const;
   // The first read of file_due(tr, now_us), and of window(tr, n) (for Transaction::prefetch).
   contention::OwnedRead due_read(std::int64_t now_us) const;
@@ -85,6 +89,10 @@ class FairIndex {
   std::vector<KeyValue> first(Transaction& tr, int n) const;
   // The head of a ring whose first (up to) two entries are `two`.
   std::optional<Head> head_of(std::vector<KeyValue> two) const;
+  // `first` (the wake-ups due_read read) and, if they are kFilePerOp wake-ups for now, the first
+  // kTimedFilePerOp timed wake-ups due by `now_us` (a second snapshot read).
+  std::vector<KeyValue> with_timed_wakes(Transaction& tr, std::vector<KeyValue> first,
+                                         std::int64_t now_us) const;
   // Files the tenants of the due wake-ups `wakes` (unless filed already) and clears the wake-ups;
   // whether it filed any.
   bool file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) const;

@@ -75,8 +75,17 @@ KeyRange FairKeys::wakes_due(std::int64_t now_us) const {
   return {space_.range(Tuple().append("w")).begin, space_.pack(Tuple().append("w").append(now_us))};
 }
 
+KeyRange FairKeys::timed_wakes_due(std::int64_t now_us) const {
+  return {space_.pack(Tuple().append("w").append(1)),
+          space_.pack(Tuple().append("w").append(now_us))};
+}
+
 std::string FairKeys::wake_tenant(std::string_view key) const {
   return space_.unpack(key).get_bytes(2).data;
+}
+
+std::int64_t FairKeys::wake_due_us(std::string_view key) const {
+  return space_.unpack(key).get_int(1);
 }
 
 std::string FairKeys::registered(std::string_view tenant) const {

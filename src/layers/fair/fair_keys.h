@@ -68,8 +68,12 @@ class FairKeys {
   std::string wake(std::int64_t due_us, std::string_view tenant, std::string_view id) const;
   // The wake-ups due before `now_us`: [("w"), ("w", now_us)).
   KeyRange wakes_due(std::int64_t now_us) const;
-  // The tenant of a key of wakes_due().
+  // The timed ones among them (due_us > 0: a lease's deadline, a delayed item's due time), which
+  // sort behind the wake-ups for now (due_us 0: pushes, acks): [("w", 1), ("w", now_us)).
+  KeyRange timed_wakes_due(std::int64_t now_us) const;
+  // The tenant and the due time of a key of wakes_due().
   std::string wake_tenant(std::string_view key) const;
+  std::int64_t wake_due_us(std::string_view key) const;
   std::string registered(std::string_view tenant) const;
   KeyRange registry() const { return space_.range(Tuple().append("t")); }
   std::string registry_tenant(std::string_view key) const;
