@@ -74,6 +74,9 @@ int lines(const std::string& s) {
   return n;
 }
 
+// The first line of `out` (without its newline): a take's lease token, for one.
+std::string first_line(const std::string& out) { return out.substr(0, out.find('\n')); }
+
 // Writes `bytes` to a fresh temporary file and returns its path (removed by the caller).
 std::string write_temp(const std::string& tag, const std::string& bytes) {
   const std::string path = temp_path(tag);
@@ -360,7 +363,7 @@ TEST_F(CliTest, WorkQueueCommandsPassLeaseTokensThroughTheShell) {
   ASSERT_EQ(run(q + "push --delay 1m later").status, 0);
   CliRun take = run(q + "take --vt 30s");
   ASSERT_EQ(take.status, 0) << take.err;
-  const std::string token = take.out.substr(0, take.out.find('\n'));
+  const std::string token = first_line(take.out);
   EXPECT_EQ(take.out.substr(token.size() + 1), "a\n");
   EXPECT_EQ(
       token.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
@@ -388,7 +391,7 @@ TEST_F(CliTest, WorkQueueCommandsPassLeaseTokensThroughTheShell) {
   ASSERT_EQ(pq.status, 0);
   CliRun pt = run(db.flag() + " pq take-max --vt 1s");
   ASSERT_EQ(pt.status, 0) << pt.err;
-  EXPECT_EQ(run(db.flag() + " pq ack " + pt.out.substr(0, pt.out.find('\n'))).status, 0);
+  EXPECT_EQ(run(db.flag() + " pq ack " + first_line(pt.out)).status, 0);
 }
 
 // take --count N leases up to N items in one transaction (token and value of each, in order);
@@ -412,7 +415,7 @@ TEST_F(CliTest, TakeCountAndWaitLeaseBatchesAndBlock) {
   CliRun json = run(q + "take -n 5 --wait 1s --json");
   ASSERT_EQ(json.status, 0) << json.err;
   const std::string second = json.out.substr(json.out.find('\n') + 1);
-  EXPECT_EQ(nlohmann::json::parse(json.out.substr(0, json.out.find('\n')))["value"], "c");
+  EXPECT_EQ(nlohmann::json::parse(first_line(json.out))["value"], "c");
   EXPECT_EQ(nlohmann::json::parse(second)["value"], "d");
   const auto t0 = std::chrono::steady_clock::now();
   CliRun none = run(q + "take --wait 300ms");
@@ -437,7 +440,7 @@ TEST_F(CliTest, FairCommandsServeTenantsInTurnAndPassLeasesBack) {
   EXPECT_EQ(run(f + "pop").out, "a\na1\n");
   CliRun take = run(f + "take --vt 30s");
   ASSERT_EQ(take.status, 0) << take.err;
-  const std::string token = take.out.substr(0, take.out.find('\n'));
+  const std::string token = first_line(take.out);
   EXPECT_EQ(take.out.substr(token.size() + 1), "b\nb1\n");
   auto stats = nlohmann::json::parse(run(f + "stats --json").out);
   ASSERT_EQ(stats.size(), 2U);
@@ -495,15 +498,15 @@ TEST_F(CliTest, MaxAttemptsSendsNackedAndExpiredItemsToTheDeadLetters) {
   TestDb db;
   const std::string q = db.flag() + " queue --name jobs ";
   ASSERT_EQ(run(q + "push j1").status, 0);
-  const auto token_of = [](const CliRun& take) { return take.out.substr(0, take.out.find('\n')); };
   CliRun take = run(q + "take");
   ASSERT_EQ(take.status, 0) << take.err;
-  ASSERT_EQ(run(q + "--max-attempts 2 nack " + token_of(take) + " --reason 'try again'").status, 0);
+  ASSERT_EQ(
+      run(q + "--max-attempts 2 nack " + first_line(take.out) + " --reason 'try again'").status, 0);
   EXPECT_EQ(run(q + "dead-letters").out, "") << "first delivery of 2";
   take = run(q + "take");
   ASSERT_EQ(take.status, 0) << take.err;
   EXPECT_EQ(take.out.substr(take.out.find('\n') + 1), "j1\n");
-  CliRun nack = run(db.flag() + " --max-attempts 2 queue --name jobs nack " + token_of(take) +
+  CliRun nack = run(db.flag() + " --max-attempts 2 queue --name jobs nack " + first_line(take.out) +
                     " --reason 'bad input'");
   ASSERT_EQ(nack.status, 0) << nack.err;
   EXPECT_EQ(run(q + "dead-letters").out, "2\t0\tbad input\tj1\n");
@@ -515,7 +518,8 @@ TEST_F(CliTest, MaxAttemptsSendsNackedAndExpiredItemsToTheDeadLetters) {
   ASSERT_EQ(run(p + "push -p 7 p1").status, 0);
   take = run(p + "take-min");
   ASSERT_EQ(take.status, 0) << take.err;
-  ASSERT_EQ(run(p + "nack --max-attempts 1 " + token_of(take) + " --reason broken").status, 0);
+  ASSERT_EQ(run(p + "nack --max-attempts 1 " + first_line(take.out) + " --reason broken").status,
+            0);
   EXPECT_EQ(run(p + "dead-letters").out, "1\t7\tbroken\tp1\n");
 
   const std::string f = db.flag() + " fair --name jobs ";
@@ -543,7 +547,7 @@ TEST_F(CliTest, FairTakeAtALeaseLimitSaysItemsWait) {
               std::string::npos)
         << command << ": " << none.err;
   }
-  const std::string token = first.out.substr(0, first.out.find('\n'));
+  const std::string token = first_line(first.out);
   ASSERT_EQ(run(f + "ack --tenant a " + token).status, 0);
   EXPECT_EQ(run(f + "pop").out, "a\na2\n");
   EXPECT_EQ(run(f + "pop").out, "a\na3\n");
@@ -596,13 +600,13 @@ TEST_F(CliTest, FairTenantArgumentTakesTheEscapedFormTakePrints) {
   ASSERT_EQ(run(f + "push --tenant 'c\\\\d' v2").status, 0);
   CliRun take = run(f + "take --vt 30s");
   ASSERT_EQ(take.status, 0) << take.err;
-  const std::string token = take.out.substr(0, take.out.find('\n'));
+  const std::string token = first_line(take.out);
   EXPECT_EQ(take.out.substr(token.size() + 1), "a\\x09b\nv1\n");
   CliRun ack = run(f + "ack --tenant 'a\\x09b' " + token);
   EXPECT_EQ(ack.status, 0) << ack.err;
   take = run(f + "take --vt 30s");
   ASSERT_EQ(take.status, 0) << take.err;
-  const std::string token2 = take.out.substr(0, take.out.find('\n'));
+  const std::string token2 = first_line(take.out);
   EXPECT_EQ(take.out.substr(token2.size() + 1), "c\\\\d\nv2\n");
   const auto stats = nlohmann::json::parse(run(f + "stats --json").out);
   ASSERT_EQ(stats.size(), 2U);
