@@ -755,6 +755,21 @@ TEST_F(CliTest, PushOfSeveralValuesKeepsTheirOrderAndStdinMixesWithArguments) {
   std::filesystem::remove(in);
 }
 
+// Values are pushed as given: CLI11 split "[a,b]" into two values (dropping empty items: "[]"
+// pushed nothing), and a `--` after the first value ended the list, so that what followed was
+// read as options ("a -- --high-contention" pushed "a" in high-contention mode) or refused.
+TEST_F(CliTest, ValuesThatLookLikeListsOrOptionsArePushedAsGiven) {
+  TestDb db;
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that outlives a command";
+  ASSERT_EQ(run(db.flag() + " queue push '[a,b]' '[1,,2]' -- --high-contention '[]' -x").status, 0);
+  EXPECT_EQ(run(db.flag() + " queue pop -n 9").out, "[a,b]\n[1,,2]\n--high-contention\n[]\n-x\n");
+  ASSERT_EQ(run(db.flag() + " fair push --tenant t '[x,y]' -- --tenant u").status, 0);
+  EXPECT_EQ(run(db.flag() + " fair stats --json").out.find("\"u\""), std::string::npos);
+  for (const char* v : {"t\n[x,y]\n", "t\n--tenant\n", "t\nu\n"}) {
+    EXPECT_EQ(run(db.flag() + " fair pop").out, v);
+  }
+}
+
 // Numbers are decimal, also with leading zeros: CLI11's own conversion read "010" as octal 8 (a
 // priority, a count, a weight), after the validators had accepted it as 10 (found by a review).
 TEST_F(CliTest, NumbersWithLeadingZerosAreDecimal) {

@@ -193,6 +193,21 @@ void add_token_arg(CLI::App* command, std::string& token) {
   command->add_option("token", token, "the lease token `take` printed")->required();
 }
 
+void add_values_arg(CLI::App* command, std::vector<std::string>& values) {
+  // CLI11 (2.1) keeps a positional list going while it has fewer values than its minimum, or
+  // else while it allows extra values; the latter also splits "[a,b]" into a and b (dropping
+  // empty items), and lets a later `--` end the list and hand what follows back to the parent
+  // command as options. A minimum as large as the list's maximum, with no extra values, keeps the
+  // list going without either; TakeAll skips the check of that minimum after parsing (the
+  // required() check still wants one value).
+  constexpr int kMany = CLI::detail::expected_max_vector_size;
+  command->add_option("value", values, "values to push; '-' reads one value from stdin")
+      ->required()
+      ->allow_extra_args(false)
+      ->expected(kMany, kMany)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
 namespace {
 
 // Reads `in` to its end, or to one byte past kMaxValueSize (enough to know it is too large).

@@ -86,6 +86,10 @@ void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::stri
 void add_vt_option(CLI::App* command, std::int64_t& vt_ms, const std::string& help);
 // Adds the positional `token` (required): a lease token as `take` printed it.
 void add_token_arg(CLI::App* command, std::string& token);
+// Adds the positional list `value` (required, at least one) to `command`: every argument that is
+// not an option, and all after a `--` (which may also come after the first value), as given:
+// "[a,b]" is one value, not CLI11's list of two.
+void add_values_arg(CLI::App* command, std::vector<std::string>& values);
 
 // Opens /dev/null (stdin) or /dev/full (stdout, stderr) on those of descriptors 0-2 the caller
 // closed, before anything else is opened: otherwise the first files kvq opens (RocksDB's) would

@@ -29,8 +29,7 @@ void add_push(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> args) {
       "push",
       "append each VALUE at the back, in order, in one transaction (split, in order, into several "
       "only if the engine cannot take them in one)");
-  push->add_option("value", args->values, "values to push; '-' reads one value from stdin")
-      ->required();
+  add_values_arg(push, args->values);
   add_delay_option(push, args->delay_ms, "invisible for this long: 500ms, 10s, 1m");
   set_action(push, ctx, [&ctx, args] {
     std::vector<std::string> values = read_values(args->values, stdin, "queue push");

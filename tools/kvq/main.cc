@@ -22,7 +22,7 @@ using kvq::cli::kExitUsage;
 constexpr const char* kDescription =
     "kvq: shared FIFO and priority queues on a transactional key-value store.\n"
     "Global options (--db, --high-contention) may come before or after the command. A VALUE of "
-    "'-' is read from stdin.\n"
+    "'-' is read from stdin; after '--' every argument is a value.\n"
     "Exit status: 0 ok, 1 kvq error or failed check, 2 bad arguments, 3 pop/peek on an empty "
     "queue.";
 
