@@ -158,6 +158,12 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue push -", 1, "queue push: cannot read the value from stdin (Is a directory)",
        "directory"},
       {"{db} queue pop extra", 2, "queue pop: unexpected argument 'extra'"},
+      // One command a level: a second one (which CLI11 started, and only the last ran) is refused.
+      {"{db} queue peek clear", 2, "queue peek: unexpected argument 'clear'"},
+      {"{db} queue size pop", 2, "queue size: unexpected argument 'pop'"},
+      {"{db} pq push -p 1 v queue clear", 2, "pq push: unexpected argument 'queue'"},
+      {"{db} dump queue clear", 2, "dump: unexpected argument 'queue'"},
+      {"{db} pq take-min --json stats", 2, "pq take-min: unexpected argument 'stats'"},
       {"{db} queue pop --timeout 5", 2, "--timeout: Missing mandatory unit"},
       {"{db} queue pop --timeout 5parsecs", 2, "--timeout"},
       {"{db} queue pop --timeout -1s", 2, "--timeout"},

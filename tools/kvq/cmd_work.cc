@@ -132,22 +132,26 @@ struct TakeFns {
       wait;
 };
 
-// --wait: block for the first lease (take_wait: timed_out if no take could commit in time), then
-// take the rest of --count at once (as `pop --wait -n`).
+// Takes what the command asks for and prints each lease (print_lease); kExitEmpty if none. With
+// --wait the first is waited for (take_wait: timed_out if no take could commit in time) and
+// printed before the rest of --count are taken at once (as `pop --wait -n`): the item is leased
+// then, and printing it first keeps its token if that batch fails.
 template <typename Q>
-std::vector<Lease> run_take(Q& q, const TakeFns<Q>& fns, const WorkArgs& args) {
+int take_and_print(Q& q, const TakeFns<Q>& fns, const WorkArgs& args, const std::string& what) {
   const std::chrono::milliseconds vt(args.vt_ms);
   const auto count = static_cast<std::size_t>(args.take_count);
-  if (args.wait_ms == 0) return fns.batch(q, count, vt);
-  std::vector<Lease> out;
-  const std::chrono::milliseconds wait(args.wait_ms);
-  if (auto first = fns.wait(q, vt, wait)) {
-    out.push_back(std::move(*first));
-    if (count > 1) {
-      for (Lease& l : fns.batch(q, count - 1, vt)) out.push_back(std::move(l));
-    }
+  std::vector<Lease> leases;
+  if (args.wait_ms == 0) {
+    leases = fns.batch(q, count, vt);
+    if (leases.empty()) return print_lease(std::nullopt, args, what);
+  } else {
+    const std::optional<Lease> first = fns.wait(q, vt, std::chrono::milliseconds(args.wait_ms));
+    if (!first) return print_lease(std::nullopt, args, what);
+    print_lease(first, args, what);
+    if (count > 1) leases = fns.batch(q, count - 1, vt);
   }
-  return out;
+  for (const Lease& l : leases) print_lease(l, args, what);
+  return kExitOk;
 }
 
 template <typename Q>
@@ -176,10 +180,7 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
       ->check(LongerThanZero());
   set_action(command, ctx, [open, args, fns, what] {
     Q q = open();
-    const std::vector<Lease> leases = run_take(q, fns, *args);
-    if (leases.empty()) return print_lease(std::nullopt, *args, what);
-    for (const Lease& l : leases) print_lease(l, *args, what);
-    return kExitOk;
+    return take_and_print(q, fns, *args, what);
   });
 }
 

@@ -130,6 +130,10 @@ int checked_output(int status) {
 int run_cli(int argc, char** argv) {
   CLI::App app{kDescription, "kvq"};
   app.fallthrough();  // inherited by every subcommand: global options go anywhere
+  // One command per level, inherited too: without it CLI11 hands a word that the command given
+  // does not take to its group, which starts that word as a second command, and only the last
+  // one ran ("queue peek clear" cleared the queue).
+  app.require_subcommand(0, 1);
   kvq::cli::Context ctx;
   kvq::cli::add_global_options(app, ctx);
   kvq::cli::add_queue_commands(app, ctx);
