@@ -192,6 +192,8 @@ const std::vector<BadCase>& bad_cases() {
       {"simulate --seed -1", 2, "--seed: '-1' is not a whole number >= 0"},
       {"simulate --seed 18446744073709551616", 2, "--seed: '18446744073709551616' is out of the"},
       {"simulate --seed 0x10", 2, "--seed: '0x10' is not a whole number >= 0"},
+      {"simulate --seeds 0x3", 2, "--seeds: '0x3' is not an integer"},
+      {"simulate --seed 18446744073709551615 --seeds 2", 2, "runs past the last seed"},
       {"{db} queue take --vt 8000000000000ms", 2, "--vt: must be at most 10 years"},
       {"{db} queue pop --wait 153722867280912m", 2, "--wait: must be at most 10 years"},
       {"{db} queue take --vt 30", 2, "--vt: Missing mandatory unit"},
@@ -292,7 +294,8 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} fair ack --tenant 'a\\n' TFVDSw", 2, "--tenant: malformed escape"},
       // dump, demo, bench
       {"{db} dump extra", 2, "dump: unexpected argument 'extra'"},
-      {"demo --clients 0", 2, "--clients: Value 0 not in range 2 to 1024"},
+      {"demo --clients 0", 2, "--clients: must be >= 2, not 0"},
+      {"demo --clients 0x10", 2, "--clients: '0x10' is not an integer"},
       {"demo --clients x", 2, "--clients"},
       {"demo --items 0", 2, "--items"},
       {"demo extra", 2, "demo: unexpected argument 'extra'"},
@@ -786,6 +789,9 @@ TEST_F(CliTest, NumbersWithLeadingZerosAreDecimal) {
   EXPECT_NE(taken.out.find("\"priority\":10,"), std::string::npos) << taken.out;
   ASSERT_EQ(run(db.flag() + " queue push a b c d e f g h i j k l").status, 0);
   EXPECT_EQ(lines(run(db.flag() + " queue pop -n 010").out), 10);
+  // simulate and demo too (they read "010" as 8 until session 30).
+  EXPECT_NE(run("simulate -n 010").out.find("10 seeds (1..10)"), std::string::npos);
+  EXPECT_NE(run("demo -c 010 -n 010").out.find("10 clients"), std::string::npos);
 }
 
 // A value popped or taken is printed, and if stdout cannot take it (a full disk) the command

@@ -214,10 +214,10 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       "N clients on one shared PriorityQueue and one Queue (a fresh memory: database unless --db "
       "is given); checks the whole history at the end (exit 1 if the check fails)");
   demo->add_option("--clients,-c", opts->clients, "number of client threads")
-      ->check(CLI::Range(2, 1024))
+      ->transform(Between(2, 1024))
       ->capture_default_str();
   demo->add_option("--items,-n", opts->items, "items pushed into each structure")
-      ->check(CLI::Range(1, 100000000))
+      ->transform(Between(1, 100'000'000))
       ->capture_default_str();
   demo->add_flag("--plain", *plain, "plain pops instead of high-contention pops");
   demo->add_flag("--quiet,-q", opts->quiet, "no live progress line");

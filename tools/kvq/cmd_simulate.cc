@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <string>
 
+#include "tools/kvq/cli.h"
 #include "tools/kvq/commands.h"
 #include "tools/kvq/simulation.h"
 
@@ -130,13 +132,19 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
                                  "memory: database with injected faults, in simulated time; checks "
                                  "each whole history (exit 1 if one fails)");
   sim->add_option("--seeds,-n", opts->seeds, "number of seeds to run")
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}))
+      ->transform(Between(1, 100'000'000))
       ->capture_default_str();
   sim->add_option("--seed,-s", opts->first_seed, "the first seed (alone: replay this one seed)")
       ->transform(Uint64())
       ->capture_default_str();
   set_action(sim, ctx, [opts, sim] {
     if (sim->count("--seed") > 0 && sim->count("--seeds") == 0) opts->seeds = 1;
+    if (opts->first_seed > std::numeric_limits<std::uint64_t>::max() - (opts->seeds - 1)) {
+      throw CliError(kExitUsage, "simulate: --seed " + std::to_string(opts->first_seed) +
+                                     " with --seeds " + std::to_string(opts->seeds) +
+                                     " runs past the last seed, " +
+                                     std::to_string(std::numeric_limits<std::uint64_t>::max()));
+    }
     return run_simulate(*opts);
   });
 }
