@@ -593,6 +593,14 @@ TEST_P(FairQueueTest, BadInputThrowsClearCodesAndChangesNothing) {
   FairQueueOptions bad;
   bad.max_leased_per_tenant = -1;
   EXPECT_EQ(code_of([&] { make(bad); }), ErrorCode::kInvalidOptionValue);
+  // Refused by the constructor, not by the first take or delayed push (as a Queue's options).
+  FairQueueOptions no_markers;
+  no_markers.marker_ttl = 0ms;
+  EXPECT_EQ(code_of([&] { make(no_markers); }), ErrorCode::kInvalidOptionValue);
+  // A visibility timeout over 10 years is refused whether or not a tenant is ready.
+  FairQueue idle(db_, Subspace(Tuple().append("test-idle-fair")));  // never holds an item
+  EXPECT_EQ(code_of([&] { idle.take(std::chrono::milliseconds::max()); }),
+            ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { fq.ack(Lease{}); }), ErrorCode::kInvalidArgument);
   const auto stats = fq.stats();
   ASSERT_EQ(stats.size(), 1U);

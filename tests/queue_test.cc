@@ -190,6 +190,34 @@ TEST_P(QueueTest, InvalidOptionsThrowInvalidOptionValue) {
   }
 }
 
+// A pop's timeout means the same in every mode: a negative one is refused before anything, and one
+// longer than a transaction may have (about 24.8 days) is no timeout. Plain pops refused the long
+// ones (every pop of a queue built with pop_timeout = 1000 h threw) and took a negative one in
+// high-contention and combining modes.
+TEST_P(QueueTest, PopTimeoutsMeanTheSameInEveryMode) {
+  for (const auto& [hc, combine] : {std::pair{false, false}, {true, false}, {false, true}}) {
+    SCOPED_TRACE(std::string("high_contention ") + (hc ? "on" : "off") + ", combine " +
+                 (combine ? "on" : "off"));
+    QueueOptions o;
+    o.high_contention = hc;
+    o.combine = combine;
+    o.pop_timeout = std::chrono::hours(1000);
+    Queue q(db_, space_, o);
+    q.push("a");
+    q.push("b");
+    EXPECT_EQ(q.pop(), "a");
+    EXPECT_EQ(q.pop(std::chrono::milliseconds::max()), "b");
+    q.push("c");
+    try {
+      q.pop(std::chrono::milliseconds(-1));
+      ADD_FAILURE() << "a negative timeout was taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidOptionValue);
+    }
+    EXPECT_EQ(q.pop(), "c") << "the refused pop took it";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, QueueTest, ::testing::ValuesIn(testing::layer_params()),
                          testing::layer_param_name);
 

@@ -101,7 +101,8 @@ class FairQueue {
 
   // A fair queue stored under `subspace` of `db`. Throws invalid_argument for a null db or a
   // subspace prefix over kMaxKeySize - kMaxOwnKeySize bytes, and invalid_option_value for
-  // negative options. Does no I/O.
+  // negative options or a marker_ttl of 0. Does no I/O. The subspace is the fair queue's alone,
+  // as a Queue's is.
   FairQueue(std::shared_ptr<Database> db, Subspace subspace, FairQueueOptions options = {});
 
   // Appends `value` at the back of `tenant`'s items (visible after options.delay /

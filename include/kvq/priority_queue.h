@@ -42,7 +42,8 @@ using PriorityQueueOptions = QueueOptions;
 class PriorityQueue {
  public:
   // A priority queue under `subspace` of `db`. Throws invalid_option_value for bad options, and
-  // invalid_argument for a subspace prefix over kMaxKeySize - Queue::kMaxOwnKeySize bytes.
+  // invalid_argument for a subspace prefix over kMaxKeySize - Queue::kMaxOwnKeySize bytes. The
+  // subspace is the priority queue's alone, as a Queue's is (Queue's constructor).
   PriorityQueue(std::shared_ptr<Database> db, Subspace subspace, PriorityQueueOptions options = {});
 
   // Inserts `value` (any bytes) with `priority` (any int64). Never conflicts with other pushes;

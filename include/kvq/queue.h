@@ -65,9 +65,9 @@ struct QueueOptions {
   bool high_contention = false;
   // Tuning of high-contention mode.
   HighContentionOptions contention;
-  // pop() (pop_min(), pop_max()) gives up after this long (0 = never): throws timed_out, leaving
-  // the item in the queue unless it was already delivered, in which case pop returns it.
-  // Default: 0.
+  // pop() (pop_min(), pop_max()) gives up after this long (0 = never; so does one longer than a
+  // transaction's longest timeout, 2,147,483,647 ms): throws timed_out, leaving the item in the
+  // queue unless it was already delivered, in which case pop returns it. Default: 0.
   std::chrono::milliseconds pop_timeout{0};
   // Pushes and pops write a small idempotency marker so that a retry after commit_unknown_result
   // neither inserts twice nor loses a popped item. Later operations of the same object delete the
@@ -103,9 +103,13 @@ class Queue {
   // kMaxKeySize - kMaxOwnKeySize bytes (PriorityQueue's too).
   static constexpr std::size_t kMaxOwnKeySize = 2200;
 
-  // A queue stored under `subspace` of `db`. Throws invalid_option_value for batch_size < 1 or
-  // negative durations, invalid_argument for a subspace prefix over kMaxKeySize - kMaxOwnKeySize
-  // bytes. Does no I/O.
+  // A queue stored under `subspace` of `db`. Throws invalid_option_value for batch_size < 1,
+  // negative durations, or a marker_ttl, contention.lease or contention.request_ttl of 0;
+  // invalid_argument for a subspace prefix over kMaxKeySize - kMaxOwnKeySize bytes. Does no I/O.
+  // The subspace is the queue's alone, with everything under it: no other structure or key may
+  // be stored under it (a Queue at S takes every key (integer, ...) under S for an item, so one at
+  // S[5] would be popped from S), nor may a Queue and a PriorityQueue share one. Give each its own
+  // subspace, as siblings: S["jobs"], S["done"].
   Queue(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options = {});
 
   // Appends `value` (any bytes, at most kMaxValueSize) at the back. Never conflicts with other
@@ -126,7 +130,8 @@ class Queue {
   // has withdrawn its request and put back an item already delivered to it (best effort: if the
   // engine is unreachable, a later pop does so after contention.request_ttl).
   std::optional<std::string> pop();
-  // As pop() with its own timeout (0 = none) instead of options.pop_timeout.
+  // As pop() with its own timeout (0 = none, as is one over 2,147,483,647 ms) instead of
+  // options.pop_timeout. Throws invalid_option_value for a negative timeout.
   std::optional<std::string> pop(std::chrono::milliseconds timeout);
   // As pop() inside the caller's transaction. In high-contention mode it first serves waiting
   // requests in this transaction (as many as fit in the engine's transaction limits), so it does

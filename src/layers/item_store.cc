@@ -29,6 +29,16 @@ std::shared_ptr<Database> non_null(std::shared_ptr<Database> db) {
   return db;
 }
 
+// A pop's timeout, as every mode takes it: invalid_option_value if negative; 0 (none) for one
+// longer than a transaction may have (TransactionOptions::timeout: INT_MAX ms, about 24.8 days).
+std::chrono::milliseconds pop_timeout_of(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0) {
+    throw Error(ErrorCode::kInvalidOptionValue,
+                "queue: pop timeout of " + std::to_string(timeout.count()) + " ms (must be >= 0)");
+  }
+  return timeout.count() > INT_MAX ? std::chrono::milliseconds(0) : timeout;
+}
+
 }  // namespace
 
 ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options,
@@ -163,6 +173,7 @@ void ItemStore::release_due_and_serve_waiting(Transaction& tr, Side side) {
 // A combined pop's group, or a plain pop's transaction, ends by the timeout; the high-contention
 // pop throws timed_out itself.
 std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds timeout) {
+  timeout = pop_timeout_of(timeout);
   try {
     if (combined_) return combined_->pop(side, common::deadline_of_timeout(timeout));
     return pop_alone(side, timeout);

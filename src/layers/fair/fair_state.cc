@@ -11,6 +11,7 @@
 #include "layers/item_keys.h"
 #include "layers/item_store.h"
 #include "layers/waiting.h"
+#include "layers/work_items.h"
 #include "layers/work_keys.h"
 
 namespace kvq::detail {
@@ -24,9 +25,13 @@ std::shared_ptr<Database> non_null(std::shared_ptr<Database> db) {
 }
 
 const FairQueueOptions& validated(const FairQueueOptions& o) {
-  if (o.max_leased_per_tenant < 0 || o.max_attempts < 0 || o.marker_ttl.count() < 0) {
+  if (o.max_leased_per_tenant < 0 || o.max_attempts < 0) {
     throw Error(ErrorCode::kInvalidOptionValue,
-                "fair queue: max_leased_per_tenant, max_attempts and marker_ttl must be >= 0");
+                "fair queue: max_leased_per_tenant and max_attempts must be >= 0");
+  }
+  // As QueueOptions::marker_ttl (the tenants' queues are built with it, later).
+  if (o.marker_ttl.count() < 1) {
+    throw Error(ErrorCode::kInvalidOptionValue, "fair queue: marker_ttl must be > 0");
   }
   contention::check_options(o.contention);
   return o;
@@ -215,9 +220,7 @@ void FairState::guess_next_head(const FairIndex::Head& served) {
 }
 
 FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
-  if (vt.count() <= 0) {
-    throw Error(ErrorCode::kInvalidOptionValue, "fair queue: visibility timeout must be > 0");
-  }
+  WorkItems::lease_us(vt);  // invalid_option_value before any turn, a tenant served or not
   return [this, vt](const std::string& tenant, Transaction& tr,
                     std::int64_t now) -> std::optional<Lease> {
     // The leased count is read after the tenant's expired leases moved back (so it is current),
