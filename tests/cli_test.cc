@@ -598,6 +598,35 @@ TEST_F(CliTest, JsonGivesBackBytesThatAreNotUtf8AsBase64) {
   std::filesystem::remove(bad);
 }
 
+// pop -n and fair pop / take print a value as its bytes and a newline, so a value holding a newline
+// reads as two; --json prints each as one line of JSON (no --json there until session 30).
+TEST_F(CliTest, PopAndFairJsonKeepAValueWithANewlineWhole) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that persists across commands";
+  TestDb db;
+  ASSERT_EQ(run(db.flag() + " queue push \"$(printf 'a\\nb')\" c \"$(printf 'x\\377')\"").status,
+            0);
+  CliRun popped = run(db.flag() + " queue pop -n 3 --json");
+  ASSERT_EQ(popped.status, 0) << popped.err;
+  EXPECT_EQ(popped.out, "{\"value\":\"a\\nb\"}\n{\"value\":\"c\"}\n{\"value_base64\":\"eP8=\"}\n");
+  ASSERT_EQ(run(db.flag() + " pq push -p 1 \"$(printf 'p\\nq')\"").status, 0);
+  EXPECT_EQ(run(db.flag() + " pq pop-min --json").out, "{\"value\":\"p\\nq\"}\n");
+  const std::string f = db.flag() + " fair ";
+  ASSERT_EQ(run(f + "push --tenant \"$(printf 't\\nu')\" \"$(printf 'v\\nw')\" z").status, 0);
+  CliRun fair_pop = run(f + "pop --json");
+  ASSERT_EQ(fair_pop.status, 0) << fair_pop.err;
+  EXPECT_EQ(fair_pop.out, "{\"tenant\":\"t\\nu\",\"value\":\"v\\nw\"}\n");
+  CliRun taken = run(f + "take --json");
+  ASSERT_EQ(taken.status, 0) << taken.err;
+  const auto j = nlohmann::json::parse(taken.out);
+  EXPECT_EQ(j["tenant"], "t\nu") << taken.out;
+  EXPECT_EQ(j["value"], "z") << taken.out;
+  EXPECT_EQ(j["attempt"], 1) << taken.out;
+  ASSERT_TRUE(j.contains("token")) << taken.out;
+  EXPECT_EQ(run(f + "ack --tenant 't\\x0au' " + j["token"].get<std::string>()).status, 0);
+  EXPECT_EQ(run(db.flag() + " queue pop --json").status, 3);
+  EXPECT_EQ(run(db.flag() + " queue pop --json --raw").status, 2);
+}
+
 // A tenant comes back in the form fair pop / take / stats print it (escape(): \xNN for a byte
 // outside printable ASCII, \\ for a backslash): --tenant takes that form, so a lease taken from
 // tenant "a<TAB>b" is acked with --tenant 'a\x09b', and one of tenant "c\d" with 'c\\d'.

@@ -293,6 +293,9 @@ int print_value(const std::optional<std::string>& value, bool raw, const std::st
 
 void add_pop_flags(CLI::App* pop, PopFlags& flags) {
   auto* raw = pop->add_flag("--raw,-r", flags.raw, "print the value's bytes only, no newline");
+  auto* json = pop->add_flag("--json", flags.json,
+                             "print each value as a line of JSON: value, or value_base64 for bytes "
+                             "that are not UTF-8 (a value with a newline cannot pass for two)");
   auto* timeout =
       pop->add_option("--timeout", flags.timeout_ms,
                       "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
@@ -311,6 +314,16 @@ void add_pop_flags(CLI::App* pop, PopFlags& flags) {
                     ->transform(Between(1, 1'000'000));
   timeout->excludes(wait)->excludes(count);
   raw->excludes(count);  // raw values would run together with nothing between them
+  raw->excludes(json);
+}
+
+int print_popped(const std::optional<std::string>& value, const PopFlags& flags,
+                 const std::string& what) {
+  if (!value || !flags.json) return print_value(value, flags.raw, what);
+  nlohmann::json j = nlohmann::json::object();
+  put_bytes(j, "value", *value);
+  std::cout << json_line(j) << "\n";
+  return kExitOk;
 }
 
 int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
@@ -321,9 +334,9 @@ int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
     if (!first) return print_value(std::nullopt, flags.raw, what);
     // Printed before the batch: the value is gone from the queue, and the batch may take long
     // (its commits retried) or be interrupted.
-    print_value(first, flags.raw, what);
+    print_popped(first, flags, what);
     if (count > 1) values = fns.batch(count - 1);
-    for (const auto& v : values) print_value(v, flags.raw, what);
+    for (const auto& v : values) print_popped(v, flags, what);
     return kExitOk;
   }
   if (count == 1) {
@@ -332,7 +345,7 @@ int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
     values = fns.batch(count);
   }
   if (values.empty()) return print_value(std::nullopt, flags.raw, what);
-  for (const auto& v : values) print_value(v, flags.raw, what);
+  for (const auto& v : values) print_popped(v, flags, what);
   return kExitOk;
 }
 
@@ -351,6 +364,16 @@ void put_bytes(nlohmann::json& obj, const std::string& name, const std::string& 
 
 std::int64_t unix_ms(WallClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+nlohmann::json lease_json(const Lease& lease) {
+  nlohmann::json j = {{"token", lease.token_text()},
+                      {"attempt", lease.attempt},
+                      {"deadline_ms", unix_ms(lease.deadline)},
+                      {"priority", lease.priority}};
+  if (!lease.tenant.empty()) put_bytes(j, "tenant", lease.tenant);
+  put_bytes(j, "value", lease.value);
+  return j;
 }
 
 int print_dead_letters(const std::vector<DeadLetter>& letters, bool json) {

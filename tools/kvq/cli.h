@@ -112,6 +112,7 @@ int print_value(const std::optional<std::string>& value, bool raw, const std::st
 // The flags of `queue pop`, `pq pop-min` and `pq pop-max`.
 struct PopFlags {
   bool raw = false;
+  bool json = false;            // --json: each value as a line of JSON (print_popped)
   std::int64_t timeout_ms = 0;  // --timeout: a single pop that gives up (timed_out) after this
   std::int64_t wait_ms = 0;     // --wait: block this long for a value while empty (0 = don't)
   int count = 1;                // --count: up to this many values, in one pop batch
@@ -121,8 +122,13 @@ struct PopFns {
   std::function<std::optional<std::string>(std::chrono::milliseconds)> timed, wait;
   std::function<std::vector<std::string>(std::size_t)> batch;
 };
-// Registers --raw, --timeout, --wait and --count on `pop` (--timeout excludes the other two).
+// Registers --raw, --json, --timeout, --wait and --count on `pop` (--timeout excludes the other
+// two; --raw excludes --json and --count).
 void add_pop_flags(CLI::App* pop, PopFlags& flags);
+// Prints a popped value as `flags` say: with --json a line {"value": ...} (put_bytes), else as
+// print_value does (and for nullopt, as print_value does).
+int print_popped(const std::optional<std::string>& value, const PopFlags& flags,
+                 const std::string& what);
 // Runs a pop command and prints each value as print_value does; kExitEmpty if none. With --wait
 // the first value is waited for (pop_wait, which throws timed_out if no attempt could commit in
 // time) and printed, then up to count - 1 more follow in one pop batch (not bounded by --wait: it
@@ -139,6 +145,9 @@ std::string json_line(const nlohmann::json& j);
 void put_bytes(nlohmann::json& obj, const std::string& name, const std::string& bytes);
 // Milliseconds since the Unix epoch of `t` (how deadlines print).
 std::int64_t unix_ms(WallClock::time_point t);
+// A lease as take --json prints it: token, attempt, deadline_ms, priority, the tenant (a fair
+// queue's lease only) and the value (tenant and value as put_bytes puts them).
+nlohmann::json lease_json(const Lease& lease);
 // Prints dead letters one a line (attempts, priority, reason, value; tab-separated, escaped) or,
 // with `json`, as one JSON array (value and reason as put_bytes puts them); returns kExitOk.
 int print_dead_letters(const std::vector<DeadLetter>& letters, bool json);

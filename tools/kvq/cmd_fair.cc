@@ -63,10 +63,19 @@ void add_push(CLI::App* fair, Context& ctx, const std::shared_ptr<FairArgs>& arg
   });
 }
 
-// Prints the tenant on one line, then the value. Without an item, exit 3 with "is empty", or, if
-// `fq` still has ready items (their tenants are at a lease limit a take found: docs/queues.md,
-// "Fair queues"), with how many wait and what frees them.
-int print_item(const std::optional<FairItem>& item, FairQueue& fq, std::string_view verb) {
+// Prints the tenant on one line, then the value (with `json`, one line of JSON: tenant, value, as
+// put_bytes puts them). Without an item, exit 3 with "is empty", or, if `fq` still has ready
+// items (their tenants are at a lease limit a take found: docs/queues.md, "Fair queues"), with
+// how many wait and what frees them.
+int print_item(const std::optional<FairItem>& item, FairQueue& fq, std::string_view verb,
+               bool json) {
+  if (item && json) {
+    nlohmann::json j = nlohmann::json::object();
+    put_bytes(j, "tenant", item->tenant);
+    put_bytes(j, "value", item->value);
+    std::cout << json_line(j) << "\n";
+    return kExitOk;
+  }
   if (item) {
     std::cout << escape(item->tenant) << "\n";
     return print_value(item->value, false, "fair queue");
@@ -85,21 +94,29 @@ void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairAr
   auto* pop = fair->add_subcommand(
       "pop",
       "remove the next item in fair order; print its tenant, then the value (exit 3 if none)");
+  pop->add_flag("--json", args->json, "print JSON: tenant, value (or tenant_base64, value_base64)");
   set_action(pop, ctx, [&ctx, args] {
     FairQueue fq = open_fair(ctx, *args);
-    return print_item(fq.pop(), fq, "popped");
+    return print_item(fq.pop(), fq, "popped", args->json);
   });
   auto* take = fair->add_subcommand(
       "take", "lease the next item in fair order; print the token, the tenant, then the value");
   add_vt_option(take, args->vt_ms, "visibility timeout: 500ms, 30s, 5m");
   take->add_option("--max-leased", args->max_leased, "at most this many leased per tenant (0: any)")
       ->transform(AtLeast(0));
+  take->add_flag("--json", args->json,
+                 "print JSON: token, attempt, deadline_ms, priority, tenant, value (or "
+                 "tenant_base64, value_base64)");
   set_action(take, ctx, [&ctx, args] {
     FairQueue fq = open_fair(ctx, *args);
     std::optional<Lease> lease = fq.take(std::chrono::milliseconds(args->vt_ms));
+    if (lease && args->json) {
+      std::cout << json_line(lease_json(*lease)) << "\n";
+      return kExitOk;
+    }
     if (lease) std::cout << lease->token_text() << "\n";
     return print_item(lease ? std::optional(FairItem{lease->tenant, lease->value}) : std::nullopt,
-                      fq, "taken");
+                      fq, "taken", false);
   });
 }
 

@@ -32,12 +32,7 @@ struct WorkArgs {
 int print_lease(const std::optional<Lease>& lease, const WorkArgs& args, const std::string& what) {
   if (!lease) return print_value(std::nullopt, args.raw, what);
   if (args.json) {
-    nlohmann::json j = {{"token", lease->token_text()},
-                        {"attempt", lease->attempt},
-                        {"deadline_ms", unix_ms(lease->deadline)},
-                        {"priority", lease->priority}};
-    put_bytes(j, "value", lease->value);
-    std::cout << json_line(j) << "\n";
+    std::cout << json_line(lease_json(*lease)) << "\n";
     return kExitOk;
   }
   std::cout << lease->token_text() << "\n";
