@@ -372,6 +372,12 @@ TEST_P(WorkQueueTest, ASubspaceTooLongForTheQueuesOwnKeysIsRefusedWhenTheQueueIs
   pq.nack(*lease, 0ms, std::string(1000, '\0'));  // the longest reason key: 1,000 escaped NULs
   EXPECT_EQ(pq.peek_dead_letters(1).at(0).reason, std::string(1000, '\0'));
   EXPECT_EQ(pq.dead_letters().size(), 1);  // a Queue over a longer prefix, made internally
+  // A lease on the dead letter: its timer key holds the letter's reason escaped once more (it
+  // threw key_too_large with kMaxOwnKeySize at 2,200).
+  Queue letters = pq.dead_letters();
+  auto letter = letters.take(30s);
+  ASSERT_TRUE(letter);
+  letters.nack(*letter, 0ms);
   EXPECT_EQ(pq.redrive(1), 1);
   std::this_thread::sleep_for(5ms);
   std::vector<std::string> popped;  // in the order the redrive and "b"'s timer placed them
