@@ -186,7 +186,7 @@ void add_vt_option(CLI::App* command, std::int64_t& vt_ms, const std::string& he
   command->add_option("--vt", vt_ms, help)
       ->transform(DurationMs())
       ->check(LongerThanZero())
-      ->capture_default_str();
+      ->default_str(std::to_string(vt_ms) + "ms");  // as --vt takes it: with its unit
 }
 
 void add_token_arg(CLI::App* command, std::string& token) {
