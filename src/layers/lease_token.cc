@@ -59,8 +59,9 @@ std::string make_token(std::string_view tag, std::string_view id) {
 
 std::string token_take_id(std::string_view token, std::string_view tag) {
   if (token.size() != kTokenSize || token[0] != kFormat) bad_token("malformed token");
-  if (token.substr(1, kTagSize) != tag)
+  if (token.substr(1, kTagSize) != tag) {
     bad_token("the token is of another queue (or, in a fair queue, of another tenant)");
+  }
   return std::string(token.substr(1 + kTagSize));
 }
 
