@@ -23,7 +23,7 @@ struct Totals {
   std::int64_t high_contention = 0, combining = 0, combined = 0, waits = 0, waits_empty = 0,
                delayed_pushes = 0, delayed_nacks = 0;
   std::uint64_t unknown_applied = 0, unknown_not_applied = 0, conflicts = 0, too_old = 0;
-  std::int64_t fairness_pops = 0, lease_limited = 0, limited_takes = 0;
+  std::int64_t fairness_pops = 0, weights_set = 0, lease_limited = 0, limited_takes = 0;
   std::map<std::string, std::int64_t> structures;  // seeds per structure
   std::uint64_t digest = 0;                        // of the seeds' digests, in order
 
@@ -43,6 +43,7 @@ struct Totals {
     combining += r.combine ? 1 : 0;
     combined += r.combined;
     fairness_pops += r.fairness_pops;
+    weights_set += r.weights_set;
     lease_limited += r.lease_limit > 0 ? 1 : 0;
     limited_takes += r.limited_takes;
     ++structures[r.structure];
@@ -94,11 +95,12 @@ void print_summary(const SimulateOptions& o, const Totals& t, double real_second
               "), redelivered %" PRId64 ", leases extended %" PRId64 ", leases lost %" PRId64 "\n",
               t.pushed, t.popped + t.acked, t.popped, t.acked, t.redeliveries, t.extended,
               t.leases_lost);
-  std::printf("  structures: Queue %" PRId64 " seeds, PriorityQueue %" PRId64 ", FairQueue %" PRId64
-              " (fairness probes: %" PRId64 " pops; with a lease limit of 1 or 2: %" PRId64
-              " seeds, %" PRId64 " takes checked against it)\n",
-              at(t.structures, "Queue"), at(t.structures, "PriorityQueue"),
-              at(t.structures, "FairQueue"), t.fairness_pops, t.lease_limited, t.limited_takes);
+  std::printf(
+      "  structures: Queue %" PRId64 " seeds, PriorityQueue %" PRId64 ", FairQueue %" PRId64
+      " (fairness probes, weighted: %" PRId64 " pops; weights set by clients %" PRId64
+      "; with a lease limit of 1 or 2: %" PRId64 " seeds, %" PRId64 " takes checked against it)\n",
+      at(t.structures, "Queue"), at(t.structures, "PriorityQueue"), at(t.structures, "FairQueue"),
+      t.fairness_pops, t.weights_set, t.lease_limited, t.limited_takes);
   std::printf("  high-contention seeds %" PRId64 ", combining seeds %" PRId64 " (%" PRId64
               " operations served by another client's group); blocking waits %" PRId64 " (%" PRId64
               " timed out empty); delayed pushes %" PRId64 ", delayed nacks %" PRId64 "\n",

@@ -1,7 +1,7 @@
 // The fairness probe of a `kvq simulate` FairQueue seed (simulation.h): after the drain, on one
-// thread and without faults, 1-4 items for each of three tenants, then pops until empty; each
-// item must come once, in its tenant's order, and the turns round-robin (docs/queues.md, "Fair
-// queues").
+// thread and without faults, a weight of 1-3 and 1-6 items for each of three tenants, then pops
+// until empty; each item must come once, in its tenant's order, and the turns in weighted
+// round-robin (history::weighted_round_break; docs/queues.md, "Fair queues").
 #ifndef KVQ_TOOLS_KVQ_FAIRNESS_PROBE_H_
 #define KVQ_TOOLS_KVQ_FAIRNESS_PROBE_H_
 

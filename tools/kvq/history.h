@@ -298,6 +298,43 @@ inline std::string round_robin_break(const std::vector<std::string>& tenants) {
   return "";
 }
 
+// The first run of turns in `tenants` (the tenants of successive pops, no push meanwhile) that
+// breaks weighted round-robin, `weight_of` giving each tenant's turns per round: a tenant's turns
+// come in runs of its weight, each run but its last (when its items ran out) exactly that long,
+// and the last one of all as long as it lasts (alone, a tenant keeps the turn); and the runs go
+// round-robin (round_robin_break over one entry a run). "" if none. With every weight 1 this is
+// round_robin_break.
+template <typename WeightOf>
+std::string weighted_round_break(const std::vector<std::string>& tenants, WeightOf&& weight_of) {
+  struct Run {
+    std::string tenant;
+    std::size_t start = 0, length = 0;
+  };
+  std::vector<Run> runs;
+  for (std::size_t j = 0; j < tenants.size(); ++j) {
+    if (runs.empty() || runs.back().tenant != tenants[j]) runs.push_back({tenants[j], j, 0});
+    ++runs.back().length;
+  }
+  std::unordered_map<std::string, std::size_t> last_run;
+  for (std::size_t r = 0; r < runs.size(); ++r) last_run[runs[r].tenant] = r;
+  std::vector<std::string> run_tenants;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const Run& run = runs[r];
+    run_tenants.push_back(run.tenant);
+    if (r + 1 == runs.size()) break;  // the last run of all: alone, as long as its items last
+    const auto weight = static_cast<std::size_t>(weight_of(run.tenant));
+    const bool its_last = last_run.at(run.tenant) == r;
+    if (run.length > weight || (!its_last && run.length < weight)) {
+      return run.tenant + " (weight " + std::to_string(weight) + ") served " +
+             std::to_string(run.length) + " turns in a row from turn " + std::to_string(run.start);
+    }
+  }
+  if (std::string why = round_robin_break(run_tenants); !why.empty()) {
+    return "the runs of turns (one entry a run): " + why;
+  }
+  return "";
+}
+
 // Checks a whole history (the file comment lists what). `remaining`: values still in the queue at
 // the end (e.g. from a final drain that is not part of `pops`); usually empty when the run drains
 // through recorded pops. The FIFO check runs if any pop is a kFifo pop.

@@ -2,6 +2,7 @@
 #include "tools/kvq/simulated_structure.h"
 
 #include <random>
+#include <stdexcept>
 #include <utility>
 
 namespace kvq::cli {
@@ -132,6 +133,9 @@ class FairTarget final : public TargetOn<FairQueue, FairQueueOptions> {
     }
     return n;
   }
+  void set_weight(const std::string& tenant, std::int64_t weight) override {
+    queue_.set_weight(tenant, weight);
+  }
 
  private:
   static std::optional<std::string> value_of(std::optional<FairItem> item) {
@@ -141,6 +145,10 @@ class FairTarget final : public TargetOn<FairQueue, FairQueueOptions> {
 };
 
 }  // namespace
+
+void Target::set_weight(const std::string&, std::int64_t) {
+  throw std::logic_error("set_weight: only a FairQueue has tenants");
+}
 
 const char* structure_name(Structure s) {
   switch (s) {

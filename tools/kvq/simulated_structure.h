@@ -77,6 +77,8 @@ class Target {
   virtual void extend(const Lease& lease, std::chrono::milliseconds vt) = 0;
   // Items ready, delayed, leased or dead letters.
   virtual std::int64_t left() = 0;
+  // FairQueue::set_weight; the other structures have no tenants (throws std::logic_error).
+  virtual void set_weight(const std::string& tenant, std::int64_t weight);
 };
 
 // A `s` under ("sim") of `db` with the options `o` (a FairQueue: its combine, high_contention and

@@ -54,6 +54,7 @@ struct SeedResult {
   bool combine = false;            // the clients' operations combined (QueueOptions::combine)
   std::int64_t combined = 0;       // ... operations served by another client's group
   std::int64_t fairness_pops = 0;  // pops of the FairQueue fairness probe
+  std::int64_t weights_set = 0;    // FairQueue: the clients' set_weight calls
   int lease_limit = 0;             // FairQueue: max_leased_per_tenant (0: none)
   std::int64_t limited_takes = 0;  // takes checked against the lease limit
   std::int64_t waits = 0;          // pop_wait and take_wait calls
