@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -821,6 +822,23 @@ TEST_F(CliTest, NumbersWithLeadingZerosAreDecimal) {
   // simulate and demo too (they read "010" as 8 until session 30).
   EXPECT_NE(run("simulate -n 010").out.find("10 seeds (1..10)"), std::string::npos);
   EXPECT_NE(run("demo -c 010 -n 010").out.find("10 clients"), std::string::npos);
+}
+
+// A closed stdin is refused as closed: gRPC's static initializers had opened an eventfd on
+// descriptor 0 before main() could guard it, and '-' read it ("Resource temporarily
+// unavailable"). The guard runs before every constructor now.
+TEST_F(CliTest, AClosedStdinIsRefusedAsClosed) {
+  const std::string err = temp_path("err");
+  const std::string cmd =
+      "KVQ_DB= '" + cli() + "' --db memory: queue push - 0<&- 2>'" + err + "' >/dev/null";
+  const int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 1);
+  std::ifstream in(err);
+  const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("'-' reads the value from stdin, which is closed"), std::string::npos)
+      << message;
+  std::filesystem::remove(err);
 }
 
 // A value popped or taken is printed, and if stdout cannot take it (a full disk) the command

@@ -148,6 +148,17 @@ int run_cli(int argc, char** argv) {
   return checked_output(run(app, ctx));
 }
 
+// Runs guard_standard_descriptors before every constructor, the shared libraries' too (the
+// dynamic loader calls the executable's .preinit_array first): gRPC's and abseil's static
+// initializers open an eventfd, which took the number of a closed stdin (then read as "Resource
+// temporarily unavailable" instead of "stdin, which is closed"), stdout or stderr.
+void guard_before_constructors(int /*argc*/, char** /*argv*/, char** /*envp*/) {
+  kvq::cli::guard_standard_descriptors();
+}
+[[gnu::section(".preinit_array"),
+  gnu::used]] void (*const kGuardBeforeConstructors)(int, char**,
+                                                     char**) = guard_before_constructors;
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,7 +168,6 @@ int main(int argc, char** argv) {
   // A write to a pipe nobody reads fails with EPIPE, which checked_output reports, instead of
   // SIGPIPE ending kvq without a word after it popped an item.
   std::signal(SIGPIPE, SIG_IGN);
-  kvq::cli::guard_standard_descriptors();
   try {
     return run_cli(argc, argv);
   } catch (const std::exception& e) {  // setting up the command tree failed (e.g. out of memory)
