@@ -129,7 +129,9 @@ class FairQueue {
   // As pop() inside the caller's transaction, which files at most 16 due wake-ups (and 4 timed
   // ones, of expired leases or due delayed items, when the 16 are all of pushes): with more due
   // (many tenants woken at once) it may return nullopt while a tenant not yet filed has a ready
-  // item; the next call files the next ones. pop() commits and goes on until it knows.
+  // item; the next call files the next ones. It likewise returns nullopt when the tenants it found
+  // empty (each taken out of turn) leave no room in the transaction (Database::limits()) for
+  // another. pop() commits and goes on until it knows.
   std::optional<FairItem> pop(Transaction& tr);
   // As pop(), but while nothing is ready it blocks (on a watch of a counter every push writes)
   // until an item comes or `timeout` (>= 0, else invalid_option_value) passes: nullopt then. As

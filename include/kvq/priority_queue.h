@@ -79,7 +79,7 @@ class PriorityQueue {
   // Removes and returns up to `n` items in ONE transaction, in the order n pop_min (pop_max) calls
   // would return them: lowest priority first, oldest first within a priority (pop_max: highest
   // first, newest first). Fewer than n if the queue holds fewer or the engine's transaction limits
-  // cut the batch (as Queue::pop_batch).
+  // cut the batch; timed_out after pop_timeout (as Queue::pop_batch).
   std::vector<std::string> pop_min_batch(std::size_t n);
   std::vector<std::string> pop_min_batch(Transaction& tr, std::size_t n);
   std::vector<std::string> pop_max_batch(std::size_t n);

@@ -65,7 +65,7 @@ struct QueueOptions {
   bool high_contention = false;
   // Tuning of high-contention mode.
   HighContentionOptions contention;
-  // pop() (pop_min(), pop_max()) gives up after this long (0 = never; so does one longer than a
+  // pop() (pop_min(), pop_max(), and the batches) gives up after this long (0 = never; so does one longer than a
   // transaction's longest timeout, 2,147,483,647 ms): throws timed_out, leaving the item in the
   // queue unless it was already delivered, in which case pop returns it. Default: 0.
   std::chrono::milliseconds pop_timeout{0};
@@ -158,6 +158,8 @@ class Queue {
   // (idempotent under commit_unknown_result as pop()). Fewer than n if the queue holds fewer, or
   // if more would not fit in one transaction of the engine (on etcd about 100). Empty if the
   // queue is empty. High-contention mode: serves waiting pop requests first (no overtaking).
+  // Throws timed_out, having popped nothing, if no attempt could commit within
+  // options.pop_timeout (as pop(); none by default).
   std::vector<std::string> pop_batch(std::size_t n);
   // As pop_batch inside the caller's transaction.
   std::vector<std::string> pop_batch(Transaction& tr, std::size_t n);

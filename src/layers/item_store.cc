@@ -39,6 +39,18 @@ std::chrono::milliseconds pop_timeout_of(std::chrono::milliseconds timeout) {
   return timeout.count() > INT_MAX ? std::chrono::milliseconds(0) : timeout;
 }
 
+// pop() (the own-loop pop or pop batch named `what`), with transaction_timed_out turned into the
+// timed_out a pop's timeout promises.
+template <typename Pop>
+auto timed_pop(std::string_view what, Pop&& pop) {
+  try {
+    return pop();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTransactionTimedOut) throw;
+    throw Error(ErrorCode::kTimedOut, "queue: " + std::string(what) + " timed out: " + e.what());
+  }
+}
+
 }  // namespace
 
 ItemStore::ItemStore(std::shared_ptr<Database> db, Subspace subspace, QueueOptions options,
@@ -174,13 +186,17 @@ void ItemStore::release_due_and_serve_waiting(Transaction& tr, Side side) {
 // pop throws timed_out itself.
 std::optional<std::string> ItemStore::pop(Side side, std::chrono::milliseconds timeout) {
   timeout = pop_timeout_of(timeout);
-  try {
+  return timed_pop("pop", [&]() -> std::optional<std::string> {
     if (combined_) return combined_->pop(side, common::deadline_of_timeout(timeout));
     return pop_alone(side, timeout);
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::kTransactionTimedOut) throw;
-    throw Error(ErrorCode::kTimedOut, std::string("queue: pop timed out: ") + e.what());
-  }
+  });
+}
+
+std::vector<std::string> ItemStore::pop_batch_within(Side side, std::size_t n,
+                                                     std::chrono::milliseconds timeout) {
+  timeout = pop_timeout_of(timeout);
+  return timed_pop("pop_batch",
+                   [&] { return pop_batch(side, n, ShortBatch::kMeansNoMore, timeout); });
 }
 
 std::optional<std::string> ItemStore::pop_alone(Side side, std::chrono::milliseconds timeout) {

@@ -90,6 +90,11 @@ class ItemStore {
                                      std::chrono::milliseconds timeout = {});
   // As pop_batch(side, n, kMeansNoMore) inside `tr`.
   std::vector<std::string> pop_batch(Transaction& tr, Side side, std::size_t n);
+  // pop_batch(side, n, kMeansNoMore) bounded by a pop's `timeout`, as pop(side, timeout) is
+  // (invalid_option_value if negative, none if 0 or over a transaction's longest): throws
+  // timed_out, having popped nothing, if no attempt could commit by then.
+  std::vector<std::string> pop_batch_within(Side side, std::size_t n,
+                                            std::chrono::milliseconds timeout);
   // High-contention mode's fast path for a combined group's batch: one attempt at
   // pop_batch(side, n, kSaysNothing); nullopt if pops are waiting (a new pop must queue up behind
   // them), the attempt conflicted, or the queue looks empty while abandoned deliveries wait to be

@@ -89,13 +89,13 @@ void PriorityQueue::push_batch(Transaction& tr,
 }
 
 std::vector<std::string> PriorityQueue::pop_min_batch(std::size_t n) {
-  return store_->pop_batch(Side::kFront, n, detail::ShortBatch::kMeansNoMore);
+  return store_->pop_batch_within(Side::kFront, n, options_.pop_timeout);
 }
 std::vector<std::string> PriorityQueue::pop_min_batch(Transaction& tr, std::size_t n) {
   return store_->pop_batch(tr, Side::kFront, n);
 }
 std::vector<std::string> PriorityQueue::pop_max_batch(std::size_t n) {
-  return store_->pop_batch(Side::kBack, n, detail::ShortBatch::kMeansNoMore);
+  return store_->pop_batch_within(Side::kBack, n, options_.pop_timeout);
 }
 std::vector<std::string> PriorityQueue::pop_max_batch(Transaction& tr, std::size_t n) {
   return store_->pop_batch(tr, Side::kBack, n);

@@ -70,7 +70,7 @@ void Queue::push_batch(Transaction& tr, std::span<const std::string_view> values
 }
 
 std::vector<std::string> Queue::pop_batch(std::size_t n) {
-  return store_->pop_batch(Side::kFront, n, detail::ShortBatch::kMeansNoMore);
+  return store_->pop_batch_within(Side::kFront, n, options_.pop_timeout);
 }
 std::vector<std::string> Queue::pop_batch(Transaction& tr, std::size_t n) {
   return store_->pop_batch(tr, Side::kFront, n);

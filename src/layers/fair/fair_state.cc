@@ -123,14 +123,20 @@ FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, 
   hint_guessed_turn(tr, now, /*take=*/std::is_same_v<T, Lease>);
   // The head and whether another tenant follows it (if not, it stays in place).
   std::optional<FairIndex::Head> head = index_.file_due_and_head(tr, now);
+  TurnCosts costs;
+  costs.before = tr.usage();
   for (int retired = 0; head; head = index_.head(tr)) {
     if (std::optional<T> v = serve_one(head->entry.tenant, tr, now)) {
       index_.advance(tr, head->entry, 1, head->alone);
       guess_next_head(*head);
       return {true, std::move(v)};
     }
-    index_.retire(tr, head->entry);
-    if (++retired == max_retired) return {false, std::nullopt};  // no read of the next head
+    retire(tr, head->entry);
+    // No read of the next head when done retiring: max_retired, or no room for another turn
+    // like the largest so far (with dead letters, a turn writes several keys).
+    if (++retired == max_retired || !costs.room_after_turn(tr, db_->limits())) {
+      return {false, std::nullopt};
+    }
   }
   return {};
 }
@@ -151,19 +157,19 @@ std::vector<std::string> FairState::pop_tenant(Transaction& tr, const std::strin
   if (auto got = tenant_items_.pop(tr, tenant, n, db_->limits(), now_us, short_batch)) {
     return std::move(*got);
   }
-  return pop_through_queue(tr, tenant, n, now_us);
+  return pop_through_queue(tr, tenant, n);
 }
 
 std::vector<std::string> FairState::pop_through_queue(Transaction& tr, const std::string& tenant,
-                                                      std::size_t n, std::int64_t now_us) {
-  std::vector<std::string> got = tenant_queue(tenant).pop_batch(tr, n);  // moves due timers first
-  if (got.empty()) keep_awake_if_timers_due(tr, tenant, now_us);
-  return got;
+                                                      std::size_t n) {
+  return tenant_queue(tenant).pop_batch(tr, n);  // moves due timers first
 }
 
-void FairState::keep_awake_if_timers_due(Transaction& tr, const std::string& tenant,
-                                         std::int64_t now_us) const {
-  if (tenant_items_.has_due_timers(tr, tenant, now_us)) index_.wake(tr, tenant, 0);
+void FairState::retire(Transaction& tr, const RingEntry& entry) const {
+  index_.retire(tr, entry);
+  if (std::optional<std::int64_t> due = tenant_items_.first_timer_due(tr, entry.tenant)) {
+    index_.wake(tr, entry.tenant, *due);
+  }
 }
 
 FairState::Serve<FairItem> FairState::popper() {
@@ -232,10 +238,7 @@ FairState::Serve<Lease> FairState::taker(milliseconds vt) const {
     if (taken.outcome == ItemStore::GuardedTake::kRefused) {
       return std::nullopt;  // its leases' wake-ups bring it back
     }
-    if (taken.outcome == ItemStore::GuardedTake::kEmpty) {
-      keep_awake_if_timers_due(tr, tenant, now);
-      return std::nullopt;
-    }
+    if (taken.outcome == ItemStore::GuardedTake::kEmpty) return std::nullopt;
     Lease lease = std::move(*taken.lease);
     lease.tenant = tenant;
     // If the tenant leaves the ring meanwhile, the lease's expiry brings it back.

@@ -133,14 +133,15 @@ class FairState {
                                       std::int64_t now_us, ShortBatch short_batch);
   // pop_tenant through the tenant's Queue (which moves its due timers first).
   std::vector<std::string> pop_through_queue(Transaction& tr, const std::string& tenant,
-                                             std::size_t n, std::int64_t now_us);
-  // After a turn through `tenant`'s Queue found no item: a turn moves at most
-  // WorkItems::kReleasePerOp due timers, and if they all went to dead letters (expired leases out
-  // of attempts), due timers may be left whose wake-ups were used up when the tenant was filed;
-  // the tenant, about to leave the ring, then gets a wake-up due now (a snapshot read of its
-  // timers due by `now_us`: one written meanwhile comes with a wake-up of its own).
-  void keep_awake_if_timers_due(Transaction& tr, const std::string& tenant,
-                                std::int64_t now_us) const;
+                                             std::size_t n);
+  // Takes `entry`'s tenant out of the ring (a turn found it without an item it may serve) and, if
+  // it has a timer, wakes it when its first timer is due (a snapshot read of it: a timer written
+  // meanwhile comes with a wake-up of its own). The wake-ups its timers came with may have been
+  // used up already: by the filing that put it in this turn's way, with a clock ahead of this
+  // turn's (another process, another machine), for which a timer was due that is not due for
+  // this turn; or, if the timers a turn moved (WorkItems::kReleasePerOp at most) all went to dead
+  // letters, with due timers left behind them.
+  void retire(Transaction& tr, const RingEntry& entry) const;
   // A turn's pop: the front item of the tenant, nullopt if it has none.
   Serve<FairItem> popper();
   // Before a single pop's (or `take`'s) turn at `now` (µs), on engines whose reads take round
@@ -201,7 +202,7 @@ class FairState {
   // One turn's pop of `tenant` from `front` (read ahead in this transaction), or through its
   // Queue if it has timers due.
   std::vector<std::string> pop_front(Transaction& tr, const std::string& tenant,
-                                     TenantItems::Front front, std::int64_t now_us);
+                                     TenantItems::Front front);
 
   // ---- high-contention mode (fair_staging.cc) ----
   // The staging range (FairKeys::staging) as the fulfiller's item range.

@@ -70,11 +70,13 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
         read_turns_ahead(tr, ring, i, alone, n - out.size(), costs.ops, limits, now, ahead);
       }
       std::vector<std::string> got =
-          ahead.fronts[i] ? pop_front(tr, entry.tenant, std::move(*ahead.fronts[i]), now)
+          ahead.fronts[i] ? pop_front(tr, entry.tenant, std::move(*ahead.fronts[i]))
                           : pop_tenant(tr, entry.tenant, want, now, ShortBatch::kSaysNothing);
       if (got.empty()) {  // its items ran out (read with a conflict): it leaves the ring
-        index_.retire(tr, entry);
-        if (++retired == kRetirePerTransaction) return out;  // commit that, go on
+        retire(tr, entry);
+        // Commit that, and go on: after kRetirePerTransaction, or with no room for another turn
+        // like the largest so far (with dead letters, a turn writes several keys).
+        if (++retired == kRetirePerTransaction || !costs.room_after_turn(tr, limits)) return out;
         continue;
       }
       index_.advance(tr, entry, static_cast<std::int64_t>(got.size()), alone);
@@ -127,9 +129,9 @@ void FairState::read_turns_ahead(Transaction& tr, const std::vector<RingEntry>& 
 }
 
 std::vector<std::string> FairState::pop_front(Transaction& tr, const std::string& tenant,
-                                              TenantItems::Front front, std::int64_t now_us) {
+                                              TenantItems::Front front) {
   if (auto got = tenant_items_.pop_front(tr, tenant, std::move(front))) return std::move(*got);
-  return pop_through_queue(tr, tenant, 1, now_us);  // its timers due first
+  return pop_through_queue(tr, tenant, 1);  // its timers due first
 }
 
 }  // namespace kvq::detail

@@ -46,9 +46,13 @@ contention::OwnedRead TenantItems::due_read(const Keys& k, std::int64_t now_us) 
   return {k.due_begin, due_before_key(k.control, now_us), kDueRead};
 }
 
-bool TenantItems::has_due_timers(Transaction& tr, std::string_view tenant,
-                                 std::int64_t now_us) const {
-  return timers_due(tr, *keys_of(tenant), now_us);
+std::optional<std::int64_t> TenantItems::first_timer_due(Transaction& tr,
+                                                         std::string_view tenant) const {
+  const std::shared_ptr<const Keys> k = keys_of(tenant);
+  const std::vector<KeyValue> first =
+      tr.get_range(k->due_begin, due_timers(k->control).end, kDueRead);
+  if (first.empty()) return std::nullopt;
+  return WorkKeys(k->control).parse_due(first[0].key).due_us;
 }
 
 bool TenantItems::timers_due(Transaction& tr, const Keys& k, std::int64_t now_us) {

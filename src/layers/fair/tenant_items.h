@@ -53,9 +53,9 @@ class TenantItems {
   std::optional<std::vector<std::string>> pop(Transaction& tr, std::string_view tenant,
                                               std::size_t n, const TransactionLimits& limits,
                                               std::int64_t now_us, ShortBatch short_batch);
-  // Whether `tenant` has a timer due by `now_us` (an expired lease, a due delayed item): the
-  // snapshot read of one timer that pop() starts with.
-  bool has_due_timers(Transaction& tr, std::string_view tenant, std::int64_t now_us) const;
+  // When `tenant`'s first timer (a lease's deadline, a delayed item's due time) is due, in unix
+  // µs, whether or not it is due by now; nullopt if it has none. A snapshot read of one timer.
+  std::optional<std::int64_t> first_timer_due(Transaction& tr, std::string_view tenant) const;
   // What pop(tr, tenant, 1, ...) reads first, read ahead by fronts().
   struct Front {
     bool timers_due = false;       // the tenant has a timer due: pop through its Queue
