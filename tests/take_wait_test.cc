@@ -246,6 +246,34 @@ TEST_F(WaitFaults, HighContentionAndCombinedWaitsWhoseCommitsAlwaysFailThrowTime
   }
 }
 
+// Pop batches are bounded by options.pop_timeout as single pops are (before session 30 they
+// retried for ever), in every mode, and remove nothing when they time out.
+TEST_F(WaitFaults, PopBatchesWhoseCommitsAlwaysFailThrowTimedOutAfterPopTimeout) {
+  for (const bool combine : {false, true}) {
+    for (const bool hc : {false, true}) {
+      QueueOptions o;
+      o.combine = combine;
+      o.high_contention = hc;
+      o.pop_timeout = 200ms;
+      const std::string mode =
+          std::string("batch") + (combine ? " combined" : "") + (hc ? " hc" : "");
+      SCOPED_TRACE(mode);
+      const Tuple in = Tuple().append(mode);
+      Queue q(faulty_, q_space_.subspace(in), o);
+      PriorityQueue pq(faulty_, pq_space_.subspace(in), o);
+      q.push_batch(std::vector<std::string>{"a", "b"});
+      pq.push("c", 1);
+      fail_every_commit();
+      expect_timed_out("queue pop_batch", [&] { q.pop_batch(2); });
+      expect_timed_out("pq pop_min_batch", [&] { pq.pop_min_batch(2); });
+      expect_timed_out("pq pop_max_batch", [&] { pq.pop_max_batch(2); });
+      restore_commits();
+      EXPECT_EQ(q.pop_batch(3), (std::vector<std::string>{"a", "b"}));
+      EXPECT_EQ(pq.pop_max_batch(3), (std::vector<std::string>{"c"}));
+    }
+  }
+}
+
 // A combined pop_wait whose group is served by a thread popping without a timeout, or queued
 // behind that thread's group, still ends at its deadline (timed_out), while that pop() retries on
 // and gets its item once commits succeed again. Both orders: the waiting pop leading, and queued.

@@ -65,9 +65,9 @@ struct QueueOptions {
   bool high_contention = false;
   // Tuning of high-contention mode.
   HighContentionOptions contention;
-  // pop() (pop_min(), pop_max(), and the batches) gives up after this long (0 = never; so does one longer than a
-  // transaction's longest timeout, 2,147,483,647 ms): throws timed_out, leaving the item in the
-  // queue unless it was already delivered, in which case pop returns it. Default: 0.
+  // pop() (pop_min(), pop_max(), and the batches) gives up after this long (0 = never; so does one
+  // longer than a transaction's longest timeout, 2,147,483,647 ms): throws timed_out, leaving the
+  // item in the queue unless it was already delivered, in which case pop returns it. Default: 0.
   std::chrono::milliseconds pop_timeout{0};
   // Pushes and pops write a small idempotency marker so that a retry after commit_unknown_result
   // neither inserts twice nor loses a popped item. Later operations of the same object delete the

@@ -298,23 +298,29 @@ void add_pop_flags(CLI::App* pop, PopFlags& flags) {
                              "that are not UTF-8 (a value with a newline cannot pass for two)");
   auto* timeout =
       pop->add_option("--timeout", flags.timeout_ms,
-                      "give up after this long (timed_out, exit 1): 500ms, 5s, 1m; default: never")
+                      "give up after this long (timed_out, exit 1; with --count, nothing popped): "
+                      "500ms, 5s, 1m; default: never")
           ->transform(DurationMs())
           ->check(LongerThanZero());
   auto* wait =
       pop->add_option(
              "--wait", flags.wait_ms,
              "while empty, wait this long for a value (exit 3 if none came): "
-             "500ms, 5s, 1m; woken by a watch, not polling. Bounds the wait for the first: "
-             "timed_out (exit 1) if no pop could commit by then")
+             "500ms, 5s, 1m; woken by a watch, not polling. Bounds the wait for the first, and "
+             "the batch of the rest (--count) as long again: timed_out (exit 1) if no pop "
+             "could commit by then")
           ->transform(DurationMs())
           ->check(LongerThanZero());
   auto* count = pop->add_option("--count,-n", flags.count,
                                 "pop up to N values in one transaction, one per line")
                     ->transform(Between(1, 1'000'000));
-  timeout->excludes(wait)->excludes(count);
+  timeout->excludes(wait);
   raw->excludes(count);  // raw values would run together with nothing between them
   raw->excludes(json);
+}
+
+std::chrono::milliseconds batch_pop_timeout(const PopFlags& flags) {
+  return std::chrono::milliseconds(flags.timeout_ms > 0 ? flags.timeout_ms : flags.wait_ms);
 }
 
 int print_popped(const std::optional<std::string>& value, const PopFlags& flags,

@@ -122,18 +122,21 @@ struct PopFns {
   std::function<std::optional<std::string>(std::chrono::milliseconds)> timed, wait;
   std::function<std::vector<std::string>(std::size_t)> batch;
 };
-// Registers --raw, --json, --timeout, --wait and --count on `pop` (--timeout excludes the other
-// two; --raw excludes --json and --count).
+// Registers --raw, --json, --timeout, --wait and --count on `pop` (--timeout excludes --wait;
+// --raw excludes --json and --count).
 void add_pop_flags(CLI::App* pop, PopFlags& flags);
+// What bounds a pop command's batch (--count), as QueueOptions::pop_timeout: --timeout, else
+// --wait (the batch of the rest after the first value), else nothing (0).
+std::chrono::milliseconds batch_pop_timeout(const PopFlags& flags);
 // Prints a popped value as `flags` say: with --json a line {"value": ...} (put_bytes), else as
 // print_value does (and for nullopt, as print_value does).
 int print_popped(const std::optional<std::string>& value, const PopFlags& flags,
                  const std::string& what);
-// Runs a pop command and prints each value as print_value does; kExitEmpty if none. With --wait
+// Runs a pop command and prints each value as print_popped does; kExitEmpty if none. With --wait
 // the first value is waited for (pop_wait, which throws timed_out if no attempt could commit in
-// time) and printed, then up to count - 1 more follow in one pop batch (not bounded by --wait: it
-// retries as a pop without --wait does); without, up to count values in one pop batch (count 1:
-// a single pop, with --timeout if given).
+// time) and printed, then up to count - 1 more follow in one pop batch; without, up to count
+// values in one pop batch (count 1: a single pop, with --timeout if given). The batch is bounded
+// as the structure's pop_timeout says (open it with batch_pop_timeout(flags)).
 int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what);
 
 // `j` as one line of JSON, as every --json prints it. Throws nlohmann::json::type_error for a

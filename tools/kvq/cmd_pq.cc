@@ -22,6 +22,7 @@ PriorityQueue open_pq(const Context& ctx, const PqArgs& args) {
   PriorityQueueOptions options;
   options.high_contention = ctx.high_contention;
   options.max_attempts = ctx.max_attempts;
+  options.pop_timeout = batch_pop_timeout(args.pop);  // 0 unless a pop command bounds it
   return PriorityQueue(ctx.open(), Subspace(Tuple().append("P").append(args.name)), options);
 }
 

@@ -21,6 +21,7 @@ Queue open_queue(const Context& ctx, const QueueArgs& args) {
   QueueOptions options;
   options.high_contention = ctx.high_contention;
   options.max_attempts = ctx.max_attempts;
+  options.pop_timeout = batch_pop_timeout(args.pop);  // 0 unless a pop command bounds it
   return Queue(ctx.open(), Subspace(Tuple().append("Q").append(args.name)), options);
 }
 
