@@ -193,7 +193,12 @@ class FairQueue {
   // Counts per tenant ever pushed to, in tenant order (snapshot reads): O(tenants ever pushed
   // to), as it lists each of them (a cleared queue has none).
   std::vector<FairTenantStats> stats();
-  // Removes every item, lease, delayed item, dead letter and weight of every tenant.
+  // Removes every item, lease, delayed item, dead letter and weight of every tenant: one clear of
+  // the whole subspace, which takes the idempotency markers and high-contention requests of
+  // operations in flight with it (unlike Queue::clear). So an own-loop operation whose commit was
+  // unknown and that retries after the clear is not told what its first attempt did (a pop may
+  // return another item, and the one its first attempt popped is gone). Clear a fair queue while
+  // no client is using it.
   void clear();
   void clear(Transaction& tr);
 
