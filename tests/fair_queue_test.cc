@@ -367,14 +367,14 @@ TEST_P(FairQueueTest, ATurnWhoseClockIsBehindDoesNotStrandAnExpiredLease) {
   common::ScopedClock installed(skewed);
   FairQueue fq = make();
   fq.push("t", "t1");
-  ASSERT_TRUE(fq.take(1s));
+  ASSERT_TRUE(fq.take(60s));  // long enough that no slow run reaches it unskewed
   EXPECT_EQ(fq.pop(), std::nullopt);  // t's only item is leased: t leaves the ring
   for (const char* v : {"h1", "h2", "h3"}) fq.push("h", v);
-  skewed.set_skew(2s);  // a clock past the lease's deadline: files h, then t (its lease ran out)
+  skewed.set_skew(120s);  // a clock past the lease's deadline: files h, then t (its lease ran out)
   EXPECT_EQ(fq.pop(), (FairItem{"h", "h1"}));
   skewed.set_skew(0s);  // a clock before it: t, at the head, has nothing due, and is retired
   EXPECT_EQ(fq.pop(), (FairItem{"h", "h2"}));
-  skewed.set_skew(3s);  // past the deadline for every clock
+  skewed.set_skew(180s);  // past the deadline for every clock
   std::vector<std::string> rest;
   for (int i = 0; i < 4; ++i) {
     if (std::optional<FairItem> item = fq.pop()) rest.push_back(item->value);
