@@ -42,6 +42,13 @@ std::vector<std::string> check_probe(std::vector<std::string> expected,
 
 }  // namespace
 
+std::string set_random_weight(Target& target, std::mt19937_64& rng) {
+  const std::string tenant = "t" + std::to_string(rng() % 3);
+  const auto weight = static_cast<std::int64_t>(1 + rng() % 3);
+  target.set_weight(tenant, weight);
+  return tenant + "=" + std::to_string(weight);
+}
+
 ProbeResult probe_fairness(Target& target, std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ (kSeedMix * 3));
   std::vector<std::string> expected;

@@ -6,6 +6,7 @@
 #define KVQ_TOOLS_KVQ_FAIRNESS_PROBE_H_
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct ProbeResult {
 // Runs the probe on `target` (a drained FairQueue), its item counts drawn from `seed`. Throws what
 // the FairQueue's operations throw.
 ProbeResult probe_fairness(Target& target, std::uint64_t seed);
+
+// A client's set_weight on `target` (a FairQueue) of one of the three tenants the simulation's
+// clients push to, to 1-3, drawn from `rng`, while other clients push, pop and take. It has no
+// check of its own: the history checks must hold through it, and the probe sets weights again
+// and checks the turns they give. Returns "tenant=weight" (for the trace).
+std::string set_random_weight(Target& target, std::mt19937_64& rng);
 
 }  // namespace kvq::cli
 

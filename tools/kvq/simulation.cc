@@ -117,8 +117,10 @@ class World {
   }
 
   void one_operation(int me, std::mt19937_64& rng) {
-    if (structure_ == Structure::kFairQueue && rng() % 12 == 0) {
-      set_weight(me, rng);
+    if (structure_ == Structure::kFairQueue && rng() % 12 == 0) {  // fairness_probe.h
+      trace(me, "set_weight", set_random_weight(*target_, rng));
+      ++result_.operations;
+      ++result_.weights_set;
       return;
     }
     const std::uint64_t pick = rng() % 13;
@@ -166,18 +168,6 @@ class World {
       item.tenant = "t" + std::to_string(rng() % 3);
     }
     return item;
-  }
-
-  // A FairQueue's set_weight of one of its three tenants, to 1..3, while the others push, pop and
-  // take (no check of its own: the history checks must hold through it, and the fairness probe
-  // sets weights again and checks the turns they give).
-  void set_weight(int me, std::mt19937_64& rng) {
-    const std::string tenant = "t" + std::to_string(rng() % 3);
-    const auto weight = static_cast<std::int64_t>(1 + rng() % 3);
-    target_->set_weight(tenant, weight);
-    trace(me, "set_weight", tenant + "=" + std::to_string(weight));
-    ++result_.operations;
-    ++result_.weights_set;
   }
 
   void push(int me, const std::vector<Item>& items) {
