@@ -367,7 +367,7 @@ TEST_P(FairQueueTest, ATurnWhoseClockIsBehindDoesNotStrandAnExpiredLease) {
   common::ScopedClock installed(skewed);
   FairQueue fq = make();
   fq.push("t", "t1");
-  ASSERT_TRUE(fq.take(60s));  // long enough that no slow run reaches it unskewed
+  ASSERT_TRUE(fq.take(60s));          // long enough that no slow run reaches it unskewed
   EXPECT_EQ(fq.pop(), std::nullopt);  // t's only item is leased: t leaves the ring
   for (const char* v : {"h1", "h2", "h3"}) fq.push("h", v);
   skewed.set_skew(120s);  // a clock past the lease's deadline: files h, then t (its lease ran out)
