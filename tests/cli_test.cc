@@ -143,11 +143,18 @@ const std::vector<BadCase>& bad_cases() {
       {"--db '' queue size", 2, "--db: must not be empty"},
       {"queue size --db ''", 2, "--db: must not be empty"},
       {"queue size --db", 2, "--db"},
-      {"--db nonsense://x queue size", 1,
+      {"--db nonsense://x queue size", 2,
        "queue size: connection_string_invalid (2104): 'nonsense://x'"},
-      {"queue size --db nonsense://x", 1,
+      {"queue size --db nonsense://x", 2,
        "queue size: connection_string_invalid (2104): 'nonsense://x'"},
       {"--bogus {db} queue size", 2, "unknown option '--bogus'"},
+      // A command's option before the command's word: named as such, not as unknown or missing.
+      {"{db} pq --priority 1 push v", 2, "pq push: --priority is an option of 'push': it goes after"},
+      {"{db} pq -p 1 push v", 2, "pq push: -p is an option of 'push'"},
+      {"{db} fair --tenant t push v", 2, "fair push: --tenant is an option of 'push'"},
+      {"{db} fair --tenant=t ack TFVDSw", 2, "fair ack: --tenant is an option of 'ack'"},
+      {"{db} fair --tenant t pop", 2, "fair pop: unknown option '--tenant'"},
+      {"{db} queue --vt 5s take", 2, "queue take: --vt is an option of 'take'"},
       {"queue pop --bogus {db}", 2, "queue pop: unknown option '--bogus'"},
       {"queue --name '' size {db}", 2, "--name: must not be empty"},
       // queue
@@ -205,14 +212,14 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue take --wait -1s", 2, "--wait"},
       {"{db} queue take --wait 1s --vt 0s", 2, "--vt"},
       {"{db} queue ack", 2, "queue ack: token is required"},
-      {"{db} queue ack 'not a token'", 1, "invalid_lease_token (9008): lease token: not base64url"},
+      {"{db} queue ack 'not a token'", 2, "invalid_lease_token (9008): lease token: not base64url"},
       {"{db} queue ack a b", 2, "queue ack: unexpected argument 'b'"},
-      {"{db} queue ack 'bad!token'", 1, "invalid_lease_token (9008)"},
-      {"{db} queue ack TFVDSw", 1, "invalid_lease_token (9008)"},
+      {"{db} queue ack 'bad!token'", 2, "invalid_lease_token (9008)"},
+      {"{db} queue ack TFVDSw", 2, "invalid_lease_token (9008)"},
       {"{db} queue nack", 2, "queue nack: token is required"},
       {"{db} queue nack --delay -1s TFVDSw", 2, "--delay"},
       {"{db} queue extend TFVDSw --vt 0s", 2, "--vt"},
-      {"{db} queue extend TFVDSw", 1, "invalid_lease_token (9008)"},
+      {"{db} queue extend TFVDSw", 2, "invalid_lease_token (9008)"},
       {"{db} queue stats extra", 2, "queue stats: unexpected argument 'extra'"},
       {"{db} queue dead-letters --limit 0", 2, "--limit"},
       {"{db} queue redrive", 2, "queue redrive: n is required"},
@@ -229,7 +236,7 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} pq take-max -n -3", 2, "--count"},
       {"{db} pq take-min --wait 3", 2, "--wait: Missing mandatory unit"},
       {"{db} pq take-max --wait 5parsecs", 2, "--wait"},
-      {"{db} pq ack 'bad!token'", 1, "invalid_lease_token (9008)"},
+      {"{db} pq ack 'bad!token'", 2, "invalid_lease_token (9008)"},
       {"{db} pq push -p 1 --delay 5 v", 2, "--delay: Missing mandatory unit"},
       {"{db} pq push v", 2, "pq push: --priority is required"},
       {"{db} pq push -p 1", 2, "pq push: value is required"},
@@ -261,14 +268,14 @@ const std::vector<BadCase>& bad_cases() {
       {"{db} queue take -n 2 --raw", 2, "--raw excludes --count"},
       {"{db} fair take --max-leased -1", 2, "--max-leased"},
       {"{db} fair ack TFVDSw", 2, "fair ack: --tenant is required"},
-      {"{db} fair ack --tenant t 'bad!token'", 1, "invalid_lease_token (9008)"},
+      {"{db} fair ack --tenant t 'bad!token'", 2, "invalid_lease_token (9008)"},
       {"{db} fair nack --tenant t --delay -1s TFVDSw", 2, "--delay"},
       {"{db} fair stats extra", 2, "fair stats: unexpected argument 'extra'"},
       {"{db} fair extend TFVDSw", 2, "fair extend: --tenant is required"},
       {"{db} fair extend --tenant t", 2, "fair extend: token is required"},
       {"{db} fair extend --tenant t TFVDSw --vt 0s", 2, "--vt"},
       {"{db} fair extend --tenant t TFVDSw --vt 5", 2, "--vt: Missing mandatory unit"},
-      {"{db} fair extend --tenant t 'bad!token'", 1, "invalid_lease_token (9008)"},
+      {"{db} fair extend --tenant t 'bad!token'", 2, "invalid_lease_token (9008)"},
       {"{db} fair dead-letters", 2, "fair dead-letters: --tenant is required"},
       {"{db} fair dead-letters --tenant t --limit 0", 2, "--limit: must be >= 1, not 0"},
       {"{db} fair dead-letters --tenant {big}", 1, "invalid_argument (9005): fair queue: tenant"},
@@ -458,14 +465,15 @@ TEST_F(CliTest, FairCommandsServeTenantsInTurnAndPassLeasesBack) {
   EXPECT_EQ(run(f + "stats").out,
             "tenant\tready\tdelayed\tleased\tdead_letters\tweight\na\t1\t0\t0\t0\t1\n"
             "b\t0\t0\t1\t0\t1\n");
-  EXPECT_EQ(run(f + "extend --tenant a " + token + " --vt 1m").status, 1) << "b's token";
+  // Another tenant's token is a bad argument (invalid_lease_token), as a malformed one is.
+  EXPECT_EQ(run(f + "extend --tenant a " + token + " --vt 1m").status, 2) << "b's token";
   const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   CliRun extend = run(f + "extend --tenant b " + token + " --vt 1m");
   ASSERT_EQ(extend.status, 0) << extend.err;
   EXPECT_NEAR(std::stoll(extend.out), now_ms + 60'000, 10'000) << extend.out;
-  EXPECT_EQ(run(f + "ack --tenant a " + token).status, 1) << "a token of b's items";
+  EXPECT_EQ(run(f + "ack --tenant a " + token).status, 2) << "a token of b's items";
   EXPECT_EQ(run(f + "ack --tenant b " + token).status, 0);
   EXPECT_EQ(run(f + "ack --tenant b " + token).status, 1);
   EXPECT_EQ(run(f + "extend --tenant b " + token).status, 1) << "acked: lease_lost";
@@ -698,7 +706,7 @@ TEST_F(CliTest, WaitBoundsACommandWhoseCommitsAlwaysFail) {
 
 TEST_F(CliTest, KvqErrorsNameTheErrorOnce) {
   CliRun r = run("--db nonsense://x queue size");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.status, 2);
   const std::string name = "connection_string_invalid";
   const auto first = r.err.find(name);
   ASSERT_NE(first, std::string::npos) << r.err;

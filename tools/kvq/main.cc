@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvq/kvq.h"
@@ -59,9 +60,40 @@ int usage_error(const CLI::App& app, const std::string& message) {
   return kExitUsage;
 }
 
+// An option of the command given that stands before the command's own word ("kvq pq --priority
+// 1 push v"), which CLI11 reports as unknown or as missing: its name, or "" if there is none. The
+// command words are matched in argv in order, so a value equal to a command's name only makes
+// this find nothing.
+std::string misplaced_option(const CLI::App& app, int argc, char** argv) {
+  const auto chain = given_commands(app);
+  if (chain.empty()) return "";
+  std::size_t words_seen = 0;
+  for (int i = 1; i < argc && words_seen < chain.size(); ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == chain[words_seen]->get_name()) {
+      ++words_seen;
+      continue;
+    }
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    const std::string name(arg.substr(0, arg.find('=')));
+    if (chain.back()->get_option_no_throw(name) != nullptr) return name;
+  }
+  return "";
+}
+
+// A usage error naming `option`, which belongs after the last command word.
+int report_misplaced(const CLI::App& app, const std::string& option) {
+  return usage_error(app, option + " is an option of '" + given_commands(app).back()->get_name() +
+                              "': it goes after that word");
+}
+
 // The first argument no command or option took, as a usage error; 0 if there is none.
-int report_leftovers(const CLI::App& app) {
+int report_leftovers(const CLI::App& app, int argc, char** argv) {
   if (app.remaining().empty()) return 0;
+  if (const std::string misplaced = misplaced_option(app, argc, argv); !misplaced.empty()) {
+    return report_misplaced(app, misplaced);
+  }
   const std::string arg = app.remaining().front();  // remaining() returns a copy
   const auto chain = given_commands(app);
   const CLI::App& last = chain.empty() ? app : *chain.back();
@@ -89,11 +121,21 @@ int parse(CLI::App& app, const kvq::cli::Context& ctx, int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (const std::string misplaced = misplaced_option(app, argc, argv); !misplaced.empty()) {
+      return report_misplaced(app, misplaced);
+    }
     return usage_error(app, e.what());
   }
-  if (int status = report_leftovers(app)) return status;
+  if (int status = report_leftovers(app, argc, argv)) return status;
   if (!ctx.action) return report_missing_command(app);
   return -1;
+}
+
+// Whether `e` says an argument was malformed: a --db URL, a lease token. Both are checked before
+// anything is read or written, so they are bad arguments (exit 2) like the ones CLI11 refuses.
+bool is_bad_argument(const kvq::Error& e) {
+  return e.code() == kvq::ErrorCode::kConnectionStringInvalid ||
+         e.code() == kvq::ErrorCode::kInvalidLeaseToken;
 }
 
 // Runs the chosen command; every error becomes one line on stderr and its exit status. CliError
@@ -104,7 +146,10 @@ int run(const CLI::App& app, const kvq::cli::Context& ctx) {
   } catch (const kvq::cli::CliError& e) {
     std::cerr << "kvq: error: " << e.what() << "\n";
     return e.exit_code();
-  } catch (const std::exception& e) {  // kvq::Error's what() is "name (code): message"
+  } catch (const kvq::Error& e) {  // what() is "name (code): message"
+    std::cerr << "kvq: error: " << command_path(given_commands(app)) << ": " << e.what() << "\n";
+    return is_bad_argument(e) ? kExitUsage : kvq::cli::kExitError;
+  } catch (const std::exception& e) {
     std::cerr << "kvq: error: " << command_path(given_commands(app)) << ": " << e.what() << "\n";
     return kvq::cli::kExitError;
   }
