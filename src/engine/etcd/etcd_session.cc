@@ -178,7 +178,7 @@ void EtcdSession::prefetch(std::span<const RangeQuery> queries) {
                          : page_request(cluster_->codec().encode(q.begin),
                                         cluster_->codec().encode(q.end), q.limit, q.reverse);
     pin_to_revision(request);
-    if (prefetched_.contains(request.SerializeAsString())) continue;  // fetched, not used yet
+    if (prefetched_.contains(request.SerializeAsString())) continue;  // fetched already
     *txn.add_success()->mutable_request_range() = std::move(request);
   }
   if (txn.success_size() == 0) return;
@@ -217,8 +217,8 @@ void EtcdSession::pin_to_revision(pb::RangeRequest& request) const {
 pb::RangeResponse EtcdSession::read(pb::RangeRequest& request, std::string_view what) {
   pin_to_revision(request);
   if (auto it = prefetched_.find(request.SerializeAsString()); it != prefetched_.end()) {
-    pb::RangeResponse response = std::move(it->second);
-    prefetched_.erase(it);
+    // Kept for a repeat of the request: pinned to one revision, it has the same answer.
+    pb::RangeResponse response = it->second;
     note_response(response, what);
     return response;
   }

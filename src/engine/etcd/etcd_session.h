@@ -37,7 +37,7 @@ class EtcdSession : public Session {
   // Sends the first page request of each query's read_records in one read-only Txn (at this
   // session's revision; the first read of the session fixes it) and keeps the answers for those
   // reads; a query of one key with no limit (is_point_read) is asked as get() asks it, and
-  // answers get() of that key too; a query fetched already and not yet used is not asked again
+  // answers get() of that key too; a query fetched already is not asked again
   // (a layer may hint reads that a get_ranges then hints too). Best effort: if the Txn fails, the
   // reads go one by one and report their own errors.
   void prefetch(std::span<const RangeQuery> queries) override;
@@ -91,7 +91,8 @@ class EtcdSession : public Session {
   Version revision_ = -1;
   SeenRecords seen_;
   std::vector<KeyRange> covered_;  // kvq key ranges whose every record is in seen_
-  // Answers of prefetch(), by the serialized request they answer; each is used once.
+  // Answers of prefetch(), by the serialized request they answer (pinned to the session's
+  // revision, so each answers every read of that request).
   std::map<std::string, etcdserverpb::RangeResponse> prefetched_;
 };
 

@@ -179,7 +179,7 @@ FairState::Serve<FairItem> FairState::popper() {
       // Its two reads in one round trip (none if hint_guessed_turn guessed it: a read fetched
       // already is not asked again).
       const std::string_view tenants[] = {tenant};
-      tenant_items_.prefetch(tr, tenants, now);
+      tenant_items_.prefetch(tr, tenants);
     }
     std::vector<std::string> got = pop_tenant(tr, tenant, 1, now, ShortBatch::kMeansNoMore);
     if (got.empty()) return std::nullopt;
@@ -201,7 +201,7 @@ void FairState::hint_guessed_turn(Transaction& tr, std::int64_t now, bool take) 
     for (contention::OwnedRead& r : lease_limit_reads(guess)) reads.push_back(std::move(r));
   } else if (!guess.empty()) {
     const std::string_view tenants[] = {guess};
-    reads = tenant_items_.first_reads(tenants, now);
+    reads = tenant_items_.first_reads(tenants);
   }
   // The wake-up of an ack or nack of the lease a take just made (or of a push to the tenant just
   // served) is filed by this turn: the reads that files it.

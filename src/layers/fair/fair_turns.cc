@@ -120,7 +120,7 @@ void FairState::read_turns_ahead(Transaction& tr, const std::vector<RingEntry>& 
     tenants.push_back(ring[i].tenant);
     if (single(i)) singles.push_back(ring[i].tenant);
   }
-  tenant_items_.prefetch(tr, tenants, now_us);
+  tenant_items_.prefetch(tr, tenants);
   std::vector<TenantItems::Front> read = tenant_items_.fronts(tr, singles, now_us);
   for (std::size_t i = from, s = 0; i < to; ++i) {
     if (single(i)) ahead.fronts[i] = std::move(read[s++]);

@@ -16,10 +16,10 @@ std::shared_ptr<const TenantItems::Keys> TenantItems::keys_of(std::string_view t
   // The keys ItemStore and WorkItems compute for the tenant's Queue (item_store.cc).
   const Subspace items = keys_.tenant_items(tenant);
   Subspace control = keys_.tenant_control(tenant);
-  std::string due_begin = due_timers(control).begin;
+  KeyRange timers = due_timers(control);
   auto made = std::make_shared<const Keys>(
       Keys{items, item_range_of(items, /*prioritized=*/false, keys_.ready_total()),
-           std::move(control), std::move(due_begin)});
+           std::move(control), std::move(timers.begin), std::move(timers.end)});
   std::lock_guard lock(mu_);
   if (kept_.size() >= kKeptTenants) kept_.clear();
   kept_.emplace(std::string(tenant), made);
@@ -28,9 +28,8 @@ std::shared_ptr<const TenantItems::Keys> TenantItems::keys_of(std::string_view t
 
 namespace {
 
-// WorkItems::release_due's read (a snapshot read of the due timers), to see whether it has
-// anything to move.
-constexpr RangeOptions kDueRead{.limit = 1, .snapshot = true};
+// The read of a tenant's first timer (a snapshot read: the one that would be moved first).
+constexpr RangeOptions kFirstTimerRead{.limit = 1, .snapshot = true};
 
 }  // namespace
 
@@ -42,22 +41,29 @@ void TenantItems::push(Transaction& tr, std::string_view tenant, std::string_vie
   contention::add_size(tr, k->items, 1);
 }
 
-contention::OwnedRead TenantItems::due_read(const Keys& k, std::int64_t now_us) {
-  return {k.due_begin, due_before_key(k.control, now_us), kDueRead};
+contention::OwnedRead TenantItems::first_timer_read(const Keys& k) {
+  return {k.timers_begin, k.timers_end, kFirstTimerRead};
+}
+
+bool TenantItems::due_by(const Keys& k, const std::vector<KeyValue>& first_timer,
+                         std::int64_t now_us) {
+  // Timer keys sort by due time: the first is due by now_us if it sorts before the bound that
+  // WorkItems::release_due reads up to.
+  return !first_timer.empty() && first_timer[0].key < due_before_key(k.control, now_us);
 }
 
 std::optional<std::int64_t> TenantItems::first_timer_due(Transaction& tr,
                                                          std::string_view tenant) const {
   const std::shared_ptr<const Keys> k = keys_of(tenant);
-  const std::vector<KeyValue> first =
-      tr.get_range(k->due_begin, due_timers(k->control).end, kDueRead);
+  const contention::OwnedRead read = first_timer_read(*k);
+  const std::vector<KeyValue> first = tr.get_range(read.begin, read.end, read.options);
   if (first.empty()) return std::nullopt;
   return WorkKeys(k->control).parse_due(first[0].key).due_us;
 }
 
 bool TenantItems::timers_due(Transaction& tr, const Keys& k, std::int64_t now_us) {
-  const contention::OwnedRead due = due_read(k, now_us);
-  return !tr.get_range(due.begin, due.end, due.options).empty();
+  const contention::OwnedRead read = first_timer_read(k);
+  return due_by(k, tr.get_range(read.begin, read.end, read.options), now_us);
 }
 
 std::optional<std::vector<std::string>> TenantItems::pop(Transaction& tr, std::string_view tenant,
@@ -86,7 +92,7 @@ std::vector<TenantItems::Front> TenantItems::fronts(Transaction& tr,
   for (std::string_view tenant : tenants) {
     const Keys* k = keys.emplace_back(keys_of(tenant)).get();
     items.push_back(&k->items);
-    dues.push_back(due_read(*k, now_us));
+    dues.push_back(first_timer_read(*k));
   }
   std::vector<RangeRead> due_reads;  // (views of `dues`, which no longer grows)
   for (const contention::OwnedRead& r : dues) due_reads.push_back(r.view());
@@ -95,7 +101,7 @@ std::vector<TenantItems::Front> TenantItems::fronts(Transaction& tr,
       tr, items, contention::Side::kFront, 1, /*snapshot=*/true, due_reads, &due);
   std::vector<Front> out(tenants.size());
   for (std::size_t i = 0; i < tenants.size(); ++i) {
-    out[i].timers_due = !due[i].empty();
+    out[i].timers_due = due_by(*keys[i], due[i], now_us);
     if (!first[i].empty()) out[i].item = std::move(first[i][0]);
   }
   return out;
@@ -118,21 +124,20 @@ std::optional<std::vector<std::string>> TenantItems::pop_front(Transaction& tr,
 }
 
 std::vector<contention::OwnedRead> TenantItems::first_reads(
-    std::span<const std::string_view> tenants, std::int64_t now_us) {
+    std::span<const std::string_view> tenants) {
   std::vector<contention::OwnedRead> reads;
   reads.reserve(2 * tenants.size());
   for (std::string_view tenant : tenants) {
     const std::shared_ptr<const Keys> k = keys_of(tenant);
-    reads.push_back(due_read(*k, now_us));
+    reads.push_back(first_timer_read(*k));
     // consume_fitting reads one item first, whatever the batch.
     reads.push_back(contention::first_end_read(k->items, contention::Side::kFront, 1, false));
   }
   return reads;
 }
 
-void TenantItems::prefetch(Transaction& tr, std::span<const std::string_view> tenants,
-                           std::int64_t now_us) {
-  contention::prefetch(tr, first_reads(tenants, now_us));
+void TenantItems::prefetch(Transaction& tr, std::span<const std::string_view> tenants) {
+  contention::prefetch(tr, first_reads(tenants));
 }
 
 }  // namespace kvq::detail

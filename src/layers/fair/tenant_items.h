@@ -47,14 +47,15 @@ class TenantItems {
   // Up to `n` (>= 1) items from the front of `tenant`'s items, removed, as the tenant's
   // Queue::pop_batch(tr, n) returns them (with the same reads, writes and read conflicts, cut to
   // `limits` the same way), except that fewer than n tells what `short_batch` says (fitting.h).
-  // nullopt, after one snapshot read, if the tenant has a timer due by `now_us` (an expired lease
-  // or a due delayed item): then the caller pops through the tenant's Queue, which moves the due
-  // timers first.
+  // nullopt, after one snapshot read of its first timer, if the tenant has a timer due by
+  // `now_us` (an expired lease or a due delayed item): then the caller pops through the tenant's
+  // Queue, which moves the due timers first.
   std::optional<std::vector<std::string>> pop(Transaction& tr, std::string_view tenant,
                                               std::size_t n, const TransactionLimits& limits,
                                               std::int64_t now_us, ShortBatch short_batch);
   // When `tenant`'s first timer (a lease's deadline, a delayed item's due time) is due, in unix
-  // µs, whether or not it is due by now; nullopt if it has none. A snapshot read of one timer.
+  // µs, whether or not it is due by now; nullopt if it has none. A snapshot read of one timer,
+  // the same read pop, fronts and first_reads make.
   std::optional<std::int64_t> first_timer_due(Transaction& tr, std::string_view tenant) const;
   // What pop(tr, tenant, 1, ...) reads first, read ahead by fronts().
   struct Front {
@@ -72,13 +73,12 @@ class TenantItems {
   // nullopt if the tenant has timers due (pop through its Queue), else its item or none.
   std::optional<std::vector<std::string>> pop_front(Transaction& tr, std::string_view tenant,
                                                     Front front);
-  // The first two reads that pop(tr, tenant, n, limits, now_us) makes for each of `tenants` (its
-  // timers and its front item; the same for any n), for Transaction::prefetch, so that an engine
-  // with round trips fetches them for all of these tenants in one.
-  std::vector<contention::OwnedRead> first_reads(std::span<const std::string_view> tenants,
-                                                 std::int64_t now_us);
-  // Hands first_reads(tenants, now_us) to tr.prefetch.
-  void prefetch(Transaction& tr, std::span<const std::string_view> tenants, std::int64_t now_us);
+  // The first two reads that pop(tr, tenant, n, ...) makes for each of `tenants` (its first
+  // timer and its front item; the same for any n and time), for Transaction::prefetch, so that an
+  // engine with round trips fetches them for all of these tenants in one.
+  std::vector<contention::OwnedRead> first_reads(std::span<const std::string_view> tenants);
+  // Hands first_reads(tenants) to tr.prefetch.
+  void prefetch(Transaction& tr, std::span<const std::string_view> tenants);
 
  private:
   // One tenant's keys (immutable once made; shared with pops in flight when the map is cleared).
@@ -86,13 +86,17 @@ class TenantItems {
     Subspace space;               // the tenant's Queue's subspace (FairKeys::tenant_items)
     contention::ItemRange items;  // with its end-window hints and the fair queue's ready total
     Subspace control;             // the tenant's queue's control subspace
-    std::string due_begin;        // its first timer key
+    std::string timers_begin, timers_end;  // its timers' range, by due time (due_timers)
   };
   std::shared_ptr<const Keys> keys_of(std::string_view tenant) const;
-  // WorkItems::release_due's first read of the tenant's timers (a snapshot read of one timer due
-  // by `now_us`), to see whether it has anything to move.
-  static contention::OwnedRead due_read(const Keys& k, std::int64_t now_us);
-  // has_due_timers for the tenant of `k`.
+  // A snapshot read of the first timer of the tenant of `k`, due or not: both whether a pop must
+  // move due timers first (due_by) and, for a tenant that leaves the ring, when to wake it
+  // (first_timer_due). One read for both, so on etcd a retirement reads nothing more (a prefetched
+  // answer serves every read of its request).
+  static contention::OwnedRead first_timer_read(const Keys& k);
+  // Whether `first_timer` (what first_timer_read read) is due by `now_us`.
+  static bool due_by(const Keys& k, const std::vector<KeyValue>& first_timer, std::int64_t now_us);
+  // Whether the tenant of `k` has a timer due by `now_us` (first_timer_read, then due_by).
   static bool timers_due(Transaction& tr, const Keys& k, std::int64_t now_us);
 
   const FairKeys& keys_;
