@@ -154,6 +154,31 @@ TEST(MemoryEngine, AnOpenTransactionPinsItsVersionUntilReleased) {
   EXPECT_LE(raw->entry_count(), 2u);
 }
 
+TEST(MemoryEngine, ACommittedOrFailedTransactionKeptByItsCallerPinsNothing) {
+  auto store = std::make_unique<MemoryStore>();
+  MemoryStore* raw = store.get();
+  Database db(pipeline::make_pipeline_engine(std::move(store), {}), "memory:");
+  db.run([](Transaction& tr) { tr.set("k", "0"); });
+  Transaction committed = db.create_transaction();
+  EXPECT_EQ(committed.get("k"), "0");
+  committed.set("other", "x");
+  committed.commit();
+  Transaction read_only = db.create_transaction();
+  EXPECT_EQ(read_only.get("k"), "0");
+  read_only.commit();
+  Transaction failed = db.create_transaction();
+  EXPECT_EQ(failed.get("k"), "0");
+  db.run([](Transaction& tr) { tr.set("k", "1"); });
+  failed.set("k", "mine");
+  EXPECT_THROW(failed.commit(), Error);  // not_committed: it read "k"
+  for (int i = 2; i <= 100; ++i) {
+    db.run([&](Transaction& tr) { tr.set("k", std::to_string(i)); });
+  }
+  EXPECT_LE(raw->entry_count(), 3u) << "a kept transaction must not hold the floor down";
+  committed.reset();  // and each can still be reused
+  EXPECT_EQ(committed.get("k"), "100");
+}
+
 // A real MemoryStore whose apply() waits at a gate, so commits pile up behind a batch in flight.
 class GatedStore final : public pipeline::VersionedStore {
  public:

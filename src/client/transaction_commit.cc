@@ -27,6 +27,18 @@ void TransactionState::commit() {
   check_usable();
   state_ = State::kFailed;  // until the commit succeeds
   try {
+    commit_attempt();
+  } catch (...) {
+    session_.reset();
+    throw;
+  }
+  // The session pins its read version (and on RocksDB a snapshot): a transaction its caller keeps
+  // after the commit must not hold the store's history down. A reset() or on_error() begins anew.
+  session_.reset();
+}
+
+void TransactionState::commit_attempt() {
+  try {
     if (!has_writes()) return commit_read_only();
     check_size();
     std::vector<std::optional<std::string>> seen = watch_values();

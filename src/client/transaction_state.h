@@ -108,7 +108,9 @@ class TransactionState {
   // add_read_conflict after the checks of an explicit range (usable, begin <= end, not empty).
   void add_checked_read_conflict(std::string_view begin, std::string_view end, bool unwritten);
 
-  // Commit phases (transaction_commit.cc).
+  // Commit phases (transaction_commit.cc): commit() runs commit_attempt, then releases the session
+  // whatever the outcome.
+  void commit_attempt();
   void commit_read_only();
   engine::CommitRequest build_request();
   void check_size() const;
