@@ -184,6 +184,51 @@ TEST(EtcdReconnect, KilledAndRestartedMemberOfThreeIsTheClientsOnlyEndpointAndCo
   expect_whole_history(pusher.queue(), pusher.acked());
 }
 
+// A watch whose stream the restart broke is opened again from the revision it started at, so it
+// fires on a change after the restart (and on one made while its member was down: the events are
+// sent again). It failed with connection_failed before, and a waiting pop with it (found by
+// review in session 31).
+TEST(EtcdReconnect, AWatchArmedBeforeARestartFiresOnAChangeAfterIt) {
+  if (!testing::EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
+  testing::EtcdCluster cluster(1);
+  auto db = open(cluster.url("prefix=rc4/&timeout_ms=1000&failover_ms=5000"));
+  db->run([](Transaction& tr) { tr.set("k", "before"); });
+  Watch w = db->run([](Transaction& tr) { return tr.watch("k"); });
+  std::this_thread::sleep_for(1s);  // its stream is open
+  cluster.kill(0);
+  testing::record_figure(testing::kEtcdMemberKills, 1);
+  std::this_thread::sleep_for(1s);
+  cluster.restart(0);
+  EXPECT_FALSE(w.wait_for(500ms)) << "fired with nothing changed";
+  db->run([](Transaction& tr) { tr.set("k", "after"); });
+  EXPECT_TRUE(w.wait_for(10s)) << "the watch did not fire after the restart";
+}
+
+TEST(EtcdReconnect, APopWaitingAcrossARestartGetsTheItemPushedAfterIt) {
+  if (!testing::EtcdCluster::available()) GTEST_SKIP() << "etcd not installed";
+  testing::EtcdCluster cluster(1);
+  auto db = open(cluster.url("prefix=rc5/&timeout_ms=1000&failover_ms=5000"));
+  Queue queue(db, Subspace(Tuple().append("q")));
+  std::optional<std::string> got;
+  std::string error;
+  std::thread waiter([&] {
+    try {
+      got = queue.pop_wait(60s);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(1s);  // the pop is asleep on its watches
+  cluster.kill(0);
+  testing::record_figure(testing::kEtcdMemberKills, 1);
+  std::this_thread::sleep_for(1s);
+  cluster.restart(0);
+  queue.push("after");
+  waiter.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(got, "after");
+}
+
 }  // namespace
 }  // namespace kvq
 #endif  // KVQ_WITH_ETCD

@@ -41,9 +41,13 @@ class Watcher::Run {
  private:
   using Stream = grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>;
 
-  // Opens a stream (failing over for the failover budget) and follows it.
+  // Opens a stream (failing over for the failover budget) and follows it. A stream that breaks
+  // before the watch fires (a member restarted, or lost its leader) is opened again from the same
+  // start revision, with a new failover budget: the events it missed are sent again, so the
+  // watch fires as if the stream had never broken (if that revision was compacted meanwhile, as
+  // fires() handles it). A watch cancelled or stopped meanwhile is not opened again.
   void watch(detail::WatchState& state) {
-    const auto start = Cluster::Clock::now();
+    auto start = Cluster::Clock::now();
     bool renewed = false;
     for (int attempt = 1;; ++attempt) {
       std::shared_ptr<grpc::ClientContext> ctx = watcher_.next_context(self_);
@@ -61,8 +65,11 @@ class Watcher::Run {
       if (stream->Write(create_request()) && stream->Read(&first)) {
         cluster_.endpoint(i).note(stubs, grpc::Status::OK);
         if (renewed || !refused_for_token(first)) {
-          follow(state, *ctx, *stream, std::move(first));
-          return;
+          if (follow(state, *ctx, *stream, std::move(first))) return;
+          start = Cluster::Clock::now();  // broke: open it again, from the same revision
+          attempt = 0;
+          renewed = false;
+          continue;
         }
         // Named step: the token may have expired; renew it once and open the stream again.
         renewed = true;
@@ -100,20 +107,20 @@ class Watcher::Run {
     return request;
   }
 
-  // Reads responses until the watch fires or the stream ends (then the watch fails).
-  void follow(detail::WatchState& state, grpc::ClientContext& ctx, Stream& stream,
+  // Reads responses until the watch fires (true) or the stream ends (false: the server ended it,
+  // or this watch was cancelled or stopped, which ended it from here).
+  bool follow(detail::WatchState& state, grpc::ClientContext& ctx, Stream& stream,
               pb::WatchResponse response) {
     do {
       if (fires(response)) {
         state.fire();
-        break;
+        ctx.TryCancel();  // the stream is still open: end it
+        stream.Finish();
+        return true;
       }
     } while (stream.Read(&response));
-    ctx.TryCancel();
-    const grpc::Status s = stream.Finish();
-    if (!state.ready()) {
-      throw Error(ErrorCode::kConnectionFailed, "etcd watch: stream ended (" + describe(s) + ")");
-    }
+    stream.Finish();
+    return false;
   }
 
   // True if `response` shows the value changed. Throws if the server cancelled the watch.

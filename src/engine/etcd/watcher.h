@@ -3,8 +3,10 @@
 // fires if the key's value differs from the value seen: the value the events show if they end in
 // a put of the base record (a set: no read), else the current value, read. Opening the stream
 // fails over between members (and past replaced channels) for the failover budget, so a watch
-// armed after a member restarts comes back; a stream that breaks once open fails the watch
-// (connection_failed) and the caller re-arms. A monitor thread cancels the streams of watches
+// armed after a member restarts comes back; a stream that breaks once open (its member
+// restarted, or lost its leader) is opened again from the same revision, with a new failover
+// budget, so the watch fires as if it had never broken; only a stream that cannot be opened within
+// the budget fails the watch (connection_failed). A monitor thread cancels the streams of watches
 // that finished elsewhere (cancelled, or the engine stopping).
 //
 // Example:
