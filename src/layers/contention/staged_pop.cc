@@ -211,17 +211,17 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
     int attempts = 0;
     // One attempt at a batch; after a conflict, the newest request is left to take the lease.
     auto batch_attempt = [&](Transaction& attempt) {
-      Fulfiller::Result batch = fulfiller_.leased_batch(attempt, me, attempts++ > 0);
+      const auto k = static_cast<std::size_t>(attempts++);  // run_marked_in's attempt number
+      Fulfiller::Result batch = fulfiller_.leased_batch(attempt, me, k > 0);
       // Our items are in hand while this attempt may commit (abandon() may put them back).
-      in_hand->items.clear();
-      if (batch.kind == Fulfiller::Result::kMineTaken) in_hand->items = batch.items;
+      if (batch.kind == Fulfiller::Result::kMineTaken) in_hand->taken[k] = batch.items;
       return batch;
     };
-    in_hand->marker = markers_.make();
+    in_hand->begin(markers_.make());
     Transaction tr = db_->create_transaction(kBatchOptions);
     Fulfiller::Result r = detail::run_marked_in(tr, *db_, markers_, in_hand->marker, batch_attempt,
                                                 wrote_batch, {.max_clears = kBatchMarkerClears});
-    if (r.kind != Fulfiller::Result::kMineTaken) in_hand->items.clear();  // an earlier attempt's
+    if (r.kind != Fulfiller::Result::kMineTaken) in_hand->taken.clear();  // not ours to give back
     count_batch(r, attempts);
     if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.items)};
     if (r.kind != Fulfiller::Result::kServedOthers) return std::nullopt;
@@ -250,14 +250,15 @@ StagedPops::Outcome StagedPops::settle(Transaction& first, const std::string& me
                                        bool withdraw_waiting, InHand* in_hand) {
   const std::string slot = keys_.slot(me);
   std::optional<Slot> read_by_await = std::move(read);  // the first attempt's, not read again
-  in_hand->marker = markers_.make();
+  in_hand->begin(markers_.make());
   bool wrote = false;  // the attempt took or withdrew (an absent slot leaves nothing to write)
+  std::size_t attempts = 0;
   return detail::run_marked_in(
       first, *db_, markers_, in_hand->marker,
       [&](Transaction& tr) {
+        const std::size_t k = attempts++;  // run_marked_in's attempt number
         Slot s = read_by_await ? std::move(*read_by_await) : read_slot(tr, slot);
         read_by_await.reset();
-        in_hand->items.clear();
         wrote = s.kind != Slot::kAbsent;
         if (s.waiting()) {
           if (!withdraw_waiting) throw Error(ErrorCode::kInternalError, "queue: slot not answered");
@@ -266,7 +267,7 @@ StagedPops::Outcome StagedPops::settle(Transaction& first, const std::string& me
         if (s.kind == Slot::kAbsent || s.waiting()) return Outcome{true, {}};
         if (s.kind == Slot::kDelivered) take_delivered(tr, me, &s);
         fulfiller_.consumed(tr, s.items);
-        in_hand->items = s.items;
+        in_hand->taken[k] = s.items;
         tr.clear(slot);
         return Outcome{false, std::move(s.items)};
       },
@@ -292,8 +293,9 @@ void StagedPops::withdraw(Transaction& tr, const std::string& me, const Slot& s)
 }
 
 // A pop leaving by an exception: withdraw the request, or put delivered items back, in one
-// transaction. If our slot is gone and the marker of the transaction that had items in hand is in
-// the store, that transaction committed: the items go back from our hands. Best effort (the
+// transaction. If our slot is gone and the marker of the transaction that had items in hand holds
+// the number of an attempt that took items, that attempt committed: its items go back from our
+// hands (a fence, or another attempt's number, says those items were not taken). Best effort (the
 // engine may be what failed): a request or delivery left behind is expired or put back by a later
 // fulfiller after request_ttl.
 void StagedPops::abandon(const std::string& me, const InHand& in_hand) noexcept {
@@ -307,9 +309,10 @@ void StagedPops::abandon(const std::string& me, const InHand& in_hand) noexcept 
           if (s.waiting()) withdraw(attempt, me, s);
           if (s.kind == Slot::kDelivered) fulfiller_.put_back(attempt, me, s);
           if (s.kind == Slot::kEmpty) attempt.clear(slot);
-          if (s.kind == Slot::kAbsent && !in_hand.items.empty() &&
-              detail::Markers::found(attempt, in_hand.marker)) {
-            for (const KeyValue& item : in_hand.items) fulfiller_.restore(attempt, item);
+          if (s.kind != Slot::kAbsent) return 0;
+          for (const auto& [k, items] : in_hand.taken) {
+            if (!detail::Markers::written_by(attempt, in_hand.marker, k)) continue;
+            for (const KeyValue& item : items) fulfiller_.restore(attempt, item);
           }
           return 0;
         },

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,9 +87,17 @@ class StagedPops {
   // The items the latest transaction of ours that took any (consuming our delivery, or a batch
   // serving our own request) took, and that transaction's marker. If it failed, the items are ours
   // exactly when the marker is in the store.
+  // What the attempts of one marked transaction of ours took for us, by attempt number (as
+  // Markers::write records it): only the attempt whose number the marker holds took effect (the
+  // marker may hold a fence instead: then none did).
   struct InHand {
     std::string marker;
-    std::vector<KeyValue> items;
+    std::map<std::size_t, std::vector<KeyValue>> taken;
+    // A new marked transaction, `marker`'s, begins: nothing in hand.
+    void begin(std::string new_marker) {
+      marker = std::move(new_marker);
+      taken.clear();
+    }
   };
 
   // Throws timed_out if the registration could not commit by `deadline` (if it committed
