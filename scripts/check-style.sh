@@ -18,6 +18,35 @@ build_dir=${1:?usage: scripts/check-style.sh BUILD_DIR}
 failed=0
 fail() { echo "check-style: $*" >&2; failed=1; }
 
+# The files checked, listed once up front. A failing git (outside a checkout, or in one owned by
+# another user, which git refuses) stops the script here: read through a process substitution in
+# each loop, its failure went unseen and every check passed on no files.
+#   code_files   the .h and .cc files of src/ and tools/;
+#   code_units   the .cc files of src/ and tools/;
+#   format_files every .h and .cc file but those of tests/install_consumer/.
+all_files=$(git ls-files -- '*.h' '*.cc') || {
+  echo "check-style: git ls-files failed: run it in a git checkout that git accepts" >&2
+  exit 1
+}
+code_files=()
+code_units=()
+format_files=()
+while IFS= read -r file; do
+  [ -n "$file" ] || continue
+  case $file in
+    tests/install_consumer/*) ;;
+    *) format_files+=("$file") ;;
+  esac
+  case $file in
+    src/*.cc | tools/*.cc) code_files+=("$file"); code_units+=("$file") ;;
+    src/* | tools/*) code_files+=("$file") ;;
+  esac
+done <<<"$all_files"
+if [ ${#code_units[@]} -eq 0 ]; then
+  echo "check-style: git lists no .cc file in src/ or tools/: nothing to check" >&2
+  exit 1
+fi
+
 # The layers from top to bottom. A folder may include its own headers and those of any folder
 # listed after it (engines of one line may not include each other).
 layers=(
@@ -42,7 +71,7 @@ rank_of() {  # rank_of FOLDER -> index in layers, or -1
 
 check_includes() {
   local file dir own rank inc inc_dir inc_rank
-  while IFS= read -r file; do
+  for file in "${code_files[@]}"; do
     dir=$(dirname "$file"); own=${dir#src/}
     rank=$(rank_of "$own")
     [ "$rank" -ge 0 ] || { fail "$file: folder $own is not in the layer list"; continue; }
@@ -55,34 +84,34 @@ check_includes() {
       fi
     done < <(grep -oE '^#include "[^"]+"' "$file" | sed -E 's/#include "(.*)"/\1/' |
              grep -vE '^kvq/|\.pb\.h$' || true)
-  done < <(git ls-files 'src/*.h' 'src/*.cc' 'tools/*.h' 'tools/*.cc')
+  done
 }
 
 check_file_lengths() {
   local file lines
-  while IFS= read -r file; do
+  for file in "${code_files[@]}"; do
     lines=$(wc -l < "$file")
     [ "$lines" -le 500 ] || fail "$file: $lines lines (at most 500)"
-  done < <(git ls-files 'src/*.h' 'src/*.cc' 'tools/*.h' 'tools/*.cc')
+  done
 }
 
 check_reserved_names() {
   local file hits
-  while IFS= read -r file; do
+  for file in "${code_files[@]}"; do
     hits=$(sed -E 's://.*$::; s/"([^"\\]|\\.)*"/""/g' "$file" |
            grep -nE '(^|[^A-Za-z0-9_])_[A-Za-z_]|[A-Za-z0-9_]__' |
            grep -vE '__(x86_64|i386|aarch64)__|__builtin_' || true)
     [ -z "$hits" ] ||
       fail "$file: names the standard reserves, lines $(echo "$hits" | cut -d: -f1 | paste -sd, -)"
-  done < <(git ls-files 'src/*.h' 'src/*.cc' 'tools/*.h' 'tools/*.cc')
+  done
 }
 
 check_format() {
   local file
-  while IFS= read -r file; do
+  for file in "${format_files[@]}"; do
     clang-format --dry-run --Werror "$file" >/dev/null 2>&1 ||
       fail "$file: not clang-formatted (clang-format -i $file)"
-  done < <(git ls-files '*.h' '*.cc' | grep -v '^tests/install_consumer/' || true)
+  done
 }
 
 # The translation units of BUILD_DIR's compile_commands.json that compile src/ and tools/: their
@@ -102,11 +131,11 @@ PY
 # Fails unless every .cc of src/ and tools/ is one of `units` or included by one (a unity file).
 check_tidy_covers() {
   local units=$1 file
-  while read -r file; do
+  for file in "${code_units[@]}"; do
     grep -qxF "$PWD/$file" "$units" ||
       grep -qF "#include \"$PWD/$file\"" $(grep '/Unity/' "$units") /dev/null ||
       fail "clang-tidy: $file is in no translation unit of $build_dir"
-  done < <(git ls-files 'src/*.cc' 'tools/*.cc')
+  done
 }
 
 # clang-tidy on each translation unit. Batches of files (unity files) parse the headers they share

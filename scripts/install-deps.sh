@@ -11,7 +11,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcli11-dev nlohmann-json3-dev gnuplot-nox
   clang-format clang-tidy clang libclang-rt-14-dev
-  etcd-server etcd-client
+  etcd-server etcd-client openssl  # openssl: the TLS test certificates (tests/etcd_security_test.cc)
   "$@"
 )
 

@@ -149,7 +149,8 @@ const std::vector<BadCase>& bad_cases() {
        "queue size: connection_string_invalid (2104): 'nonsense://x'"},
       {"--bogus {db} queue size", 2, "unknown option '--bogus'"},
       // A command's option before the command's word: named as such, not as unknown or missing.
-      {"{db} pq --priority 1 push v", 2, "pq push: --priority is an option of 'push': it goes after"},
+      {"{db} pq --priority 1 push v", 2,
+       "pq push: --priority is an option of 'push': it goes after"},
       {"{db} pq -p 1 push v", 2, "pq push: -p is an option of 'push'"},
       {"{db} fair --tenant t push v", 2, "fair push: --tenant is an option of 'push'"},
       {"{db} fair --tenant=t ack TFVDSw", 2, "fair ack: --tenant is an option of 'ack'"},

@@ -75,6 +75,18 @@ EtcdClusterTls server_tls(const TestPki& pki) {
   return tls;
 }
 
+// True if the live tests can run: etcd, and /usr/bin/openssl for their certificates. A missing
+// openssl, like a missing etcd, ends the test binary with a failure under KVQ_REQUIRE_ETCD=1
+// (support/etcd_cluster.h, report_missing_etcd); otherwise the live tests skip.
+bool live_tests_possible() {
+  if (!EtcdCluster::available()) return false;
+  if (testing::openssl_available()) return true;
+  testing::report_missing_etcd(
+      "no /usr/bin/openssl to make the TLS test certificates (install openssl: "
+      "scripts/install-deps.sh)");
+  return false;
+}
+
 std::uint64_t authentications(const Database& db) {
   auto* etcd = dynamic_cast<engine::etcd::EtcdEngine*>(db.engine().get());
   return etcd == nullptr ? 0 : etcd->authentications();
@@ -238,7 +250,7 @@ class CountingListener {
 class EtcdSecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!EtcdCluster::available() || !testing::openssl_available()) return;
+    if (!live_tests_possible()) return;
     dir_ = new TempDir("etcd-security");
     pki_ = new TestPki(testing::make_test_pki(dir_->path()));
     write_file(dir_->file("password"), std::string(kPassword) + "\n");
@@ -433,7 +445,7 @@ TEST_F(EtcdSecurityTest, NoRetryStormAgainstAServerThatIsNotEtcd) {
 // Live: an etcd that requires client certificates (--client-cert-auth), no auth.
 
 TEST(EtcdClientCertificateTest, ClientCertificateIsPresented) {
-  if (!EtcdCluster::available() || !testing::openssl_available()) GTEST_SKIP();
+  if (!live_tests_possible()) GTEST_SKIP();
   TempDir dir("etcd-client-cert");
   const TestPki pki = testing::make_test_pki(dir.path());
   EtcdClusterTls tls = server_tls(pki);
