@@ -3,9 +3,12 @@
 // group commit (concurrent commits sharing RocksDB writes).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -123,6 +126,37 @@ TEST(RocksDbEngine, SecondOpenInAnotherProcessFailsWithDatabaseInUse) {
             0)
       << out;
   EXPECT_THAT(out, HasSubstr("k=v"));
+}
+
+// A full disk is database_full (or io_error), commit after commit, and never ends the process:
+// RocksDB's default info log (a LOG file on the same disk) aborted it on the write after a failed
+// one (found by review in session 31). The disk is a 1 MiB tmpfs, which needs root to mount.
+TEST(RocksDbEngine, AFullDiskFailsCommitsAndNeverAborts) {
+  testing::TempDir dir("engine");
+  const std::string mount_point = dir.file("small");
+  std::filesystem::create_directories(mount_point);
+  if (::mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a small tmpfs (needs root): " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mount_point};
+  auto db = open("rocksdb:" + mount_point + "/db");
+  const std::string value(2000, 'x');
+  int failed = 0;
+  for (int i = 0; i < 3000 && failed < 100; ++i) {
+    Transaction tr = db->create_transaction();
+    tr.set("k" + std::to_string(i), value);
+    try {
+      tr.commit();
+    } catch (const Error& e) {
+      EXPECT_THAT(e.code(), ::testing::AnyOf(ErrorCode::kDatabaseFull, ErrorCode::kIoError))
+          << e.what();
+      ++failed;
+    }
+  }
+  EXPECT_EQ(failed, 100) << "the disk never filled";
 }
 
 TEST(RocksDbEngine, SecondOpenInSameProcessFailsWithDatabaseInUse) {

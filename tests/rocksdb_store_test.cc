@@ -260,6 +260,57 @@ TEST(RocksDbStore, ForeignRocksDbDatabaseIsRejectedAsCorruption) {
   }
 }
 
+// A kill between RocksDB's first write of a new database (CURRENT, a manifest with the default
+// column family) and the creation of kvq's column family left a directory every later open
+// refused as a database kvq did not create (found by review in session 31).
+TEST(RocksDbStore, ACreationInterruptedBeforeKvqsColumnFamilyIsTakenBack) {
+  kvq::testing::TempDir dir("store");
+  const std::string path = dir.file("db");
+  {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, path, &raw).ok());
+    delete raw;  // only the default column family, empty
+  }
+  auto store = RocksDbStore::open(path);
+  store->apply(1, {set("k", "v")});
+  EXPECT_EQ(store->snapshot()->get("k"), "v");
+}
+
+// A directory holding other files was made a database: RocksDB deleted the files it took for its
+// own leftovers (an .sst, a manifest), renamed a LOG. kvq now refuses it and touches nothing; a
+// directory holding only what RocksDB writes before CURRENT (a creation interrupted earlier) is
+// still taken.
+TEST(RocksDbStore, ADirectoryHoldingOtherFilesIsRefusedAndLeftAlone) {
+  kvq::testing::TempDir dir("store");
+  const std::string path = dir.file("mine");
+  std::filesystem::create_directories(path);
+  for (const char* name : {"notes.txt", "000123.sst", "app.log"}) {
+    std::ofstream(path + "/" + name) << "precious";
+  }
+  try {
+    RocksDbStore::open(path);
+    FAIL() << "made a database among the user's files";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(e.what(), HasSubstr("kvq creates a database only in a new or empty directory"));
+  }
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(path)) {
+    left.push_back(entry.path().filename().string());
+  }
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"000123.sst", "app.log", "notes.txt"}));
+
+  const std::string interrupted = dir.file("interrupted");
+  std::filesystem::create_directories(interrupted);
+  for (const char* name : {"LOCK", "IDENTITY", "LOG", "MANIFEST-000001"}) {
+    std::ofstream(interrupted + "/" + name) << "";
+  }
+  EXPECT_NO_THROW(RocksDbStore::open(interrupted));
+}
+
 TEST(RocksDbStore, SnapshotOutlivingStoreKeepsReadingThenReleasesLock) {
   kvq::testing::TempDir dir("store");
   const std::string path = dir.file("db");

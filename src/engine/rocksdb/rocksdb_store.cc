@@ -14,6 +14,7 @@
 #include <system_error>
 #include <utility>
 
+#include "engine/rocksdb/database_directory.h"
 #include "engine/rocksdb/skip_hints.h"
 #include "kvq/error.h"
 
@@ -63,12 +64,22 @@ Version decode_version(std::string_view bytes, const std::string& path) {
 // True if `s`, returned by DB::Open, says another holder has the LOCK file. RocksDB reports it as
 // an IOError: "While lock file: <path>/LOCK: Resource temporarily unavailable" for another process,
 // "lock hold by current process" for a second open in this process.
+// (RocksDB's own wording only: a path holding "LOCK" is not a lock error.)
 bool is_lock_error(const rocksdb::Status& s) {
   if (!s.IsIOError() && !s.IsBusy()) return false;
   const std::string text = s.ToString();
-  return text.find("lock file") != std::string::npos || text.find("LOCK") != std::string::npos ||
+  return text.find("While lock file: ") != std::string::npos ||
          text.find("lock hold by current process") != std::string::npos;
 }
+
+// RocksDB's info log, discarded. Its default, a LOG file in the database directory, aborted the
+// process when the disk filled (Debian's RocksDB keeps its assertions: a write to the LOG file
+// after a failed one fails one), where kvq promises database_full.
+class DiscardedInfoLog final : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char* /*format*/, va_list /*args*/) override {}
+};
 
 }  // namespace
 
@@ -233,27 +244,10 @@ rocksdb::Options database_options(const RocksDbStoreOptions& options) {
   rocksdb::Options db_options;
   db_options.create_if_missing = options.create_if_missing;
   db_options.create_missing_column_families = false;
-  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  db_options.keep_log_file_num = 2;
+  db_options.info_log = std::make_shared<DiscardedInfoLog>();
   db_options.max_manifest_file_size = 16 << 20;
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   return db_options;
-}
-
-// Which column families exist decides whether this is a new kvq database (true), a kvq database
-// (false), or a RocksDB database kvq did not create (throws corruption).
-bool is_fresh_database(const rocksdb::Options& db_options, const std::string& path) {
-  std::vector<std::string> existing;
-  rocksdb::Status list = rocksdb::DB::ListColumnFamilies(db_options, path, &existing);
-  // No database yet (no CURRENT file), or the directory is unreadable; DB::Open reports which,
-  // with create_if_missing deciding whether a missing one is created.
-  if (!list.ok()) return true;
-  if (std::find(existing.begin(), existing.end(), kMetaColumnFamily) == existing.end()) {
-    throw Error(ErrorCode::kCorruption, "rocksdb: " + path +
-                                            " is a RocksDB database that kvq did not create (no '" +
-                                            std::string(kMetaColumnFamily) + "' column family)");
-  }
-  return false;
 }
 
 std::shared_ptr<DbHandle> open_column_families(const rocksdb::Options& db_options,
@@ -305,7 +299,8 @@ std::unique_ptr<RocksDbStore> RocksDbStore::open(const std::string& path,
   }
   if (options.create_if_missing) create_parent_directories(path);
   rocksdb::Options db_options = database_options(options);
-  db_options.create_missing_column_families = is_fresh_database(db_options, path);
+  db_options.create_missing_column_families =
+      inspect_directory(db_options, path, kMetaColumnFamily) != DirectoryState::kKvqDatabase;
   std::shared_ptr<DbHandle> db = open_column_families(db_options, path);
   check_or_write_format(*db, path);
   const Version recovered = read_version(*db, nullptr);
