@@ -95,6 +95,27 @@ TEST_P(TakeBatchTest, ATakeBatchOfAThousandItemsIsOneTransaction) {
   EXPECT_EQ(q.size(), n - static_cast<std::int64_t>(got.size()));
 }
 
+// A batch's room was reckoned from its first item: a small one followed by large ones made every
+// take_batch outgrow the limits (transaction_too_large, on every call, until the front changed;
+// found by review in session 31). Larger items now count by their size.
+TEST_P(TakeBatchTest, ASmallItemFollowedByLargeOnesIsTakenInBatchesThatFit) {
+  Queue q(db_, space_, options());
+  q.push("small");
+  const int large = 110;  // 10.9 MB: past the memory engine's 10 MB and etcd's 1.5 MiB
+  for (int i = 0; i < large; ++i) q.push(std::string(99'000, static_cast<char>('a' + i % 26)));
+  std::vector<std::string> taken;
+  for (int calls = 0; calls < 2 * large && taken.size() < 1 + large; ++calls) {
+    const std::vector<Lease> got = q.take_batch(1000, 30s);
+    ASSERT_FALSE(got.empty());
+    for (const Lease& l : got) taken.push_back(l.value);
+  }
+  ASSERT_EQ(taken.size(), 1u + large);
+  EXPECT_EQ(taken[0], "small");
+  for (int i = 0; i < large; ++i) {
+    EXPECT_EQ(taken[1 + i], std::string(99'000, static_cast<char>('a' + i % 26))) << i;
+  }
+}
+
 TEST_P(TakeBatchTest, TakeBatchMovesDueTimersBackFirst) {
   Queue q(db_, space_, options());
   q.push_batch({"a", "b"});

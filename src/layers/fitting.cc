@@ -35,18 +35,46 @@ contention::ItemRange beyond(const contention::ItemRange& items, contention::Sid
   return rest;
 }
 
-// How many more items like the one taken since `before` fit in `limits`.
-std::size_t room_for_more(Transaction& tr, const TransactionLimits& limits,
-                          const TransactionUsage& before) {
-  const TransactionUsage after = tr.usage();
-  const std::size_t ops = after.operations - before.operations;
-  const std::size_t bytes = after.bytes - before.bytes + kSlackBytesPerItem;
-  std::size_t more = room(limits.max_bytes, after.bytes, kReserveBytes) / bytes;
-  if (ops > 0) {
-    more = std::min(more, room(limits.max_operations, after.operations, kReserveOperations) / ops);
+// An item's key and value bytes.
+std::size_t item_size(const KeyValue& kv) { return kv.key.size() + kv.value.size(); }
+
+// What a batch's first item added to its transaction, and the room left for more like it.
+class RoomForMore {
+ public:
+  // The first item, of `first_size` bytes, was consumed since `before`.
+  RoomForMore(Transaction& tr, const TransactionLimits& limits, const TransactionUsage& before,
+              std::size_t first_size)
+      : first_size_(first_size) {
+    const TransactionUsage after = tr.usage();
+    const std::size_t ops = after.operations - before.operations;
+    item_bytes_ = after.bytes - before.bytes + kSlackBytesPerItem;
+    bytes_left_ = room(limits.max_bytes, after.bytes, kReserveBytes);
+    items_ = bytes_left_ / item_bytes_;
+    if (ops > 0) {
+      items_ =
+          std::min(items_, room(limits.max_operations, after.operations, kReserveOperations) / ops);
+    }
   }
-  return more;
-}
+  // How many more items of the first one's size fit.
+  std::size_t items() const { return items_; }
+  // Whether `kv` fits in what is left, and if so counts it. An item larger than the first may
+  // add more than the first did (a take writes each value into its lease's timer), by up to
+  // kLargerItemFactor times the bytes it has over the first: counted so, a batch whose small
+  // first item is followed by large ones stops before it outgrows the limit.
+  bool fits(const KeyValue& kv) {
+    const std::size_t size = item_size(kv);
+    const std::size_t cost =
+        item_bytes_ + (size > first_size_ ? kLargerItemFactor * (size - first_size_) : 0);
+    if (cost > bytes_left_) return false;
+    bytes_left_ -= cost;
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t kLargerItemFactor = 4;
+  const std::size_t first_size_;
+  std::size_t item_bytes_ = 0, bytes_left_ = 0, items_ = 0;
+};
 
 }  // namespace
 
@@ -58,8 +86,14 @@ std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
   std::vector<KeyValue> first = end_items(tr, items, side, 1);
   if (first.empty()) return 0;
   const std::string first_key = first[0].key;
+  const std::size_t first_size = item_size(first[0]);
   consume(first[0]);
-  const std::size_t more = n > 1 ? std::min(n - 1, room_for_more(tr, limits, before)) : 0;
+  if (n == 1) {
+    contention::add_size(tr, items, -1);
+    return 1;
+  }
+  RoomForMore room_left(tr, limits, before, first_size);
+  const std::size_t more = std::min(n - 1, room_left.items());
   // (A limit of 0 would mean "no limit".) The first read's conflict covers up to its item; the
   // rest's, the range beyond it.
   std::vector<KeyValue> rest;
@@ -69,8 +103,12 @@ std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
                ? end_items(tr, others, side, more)
                : contention::read_end_up_to_last(tr, others, side, contention::range_limit(more));
   }
-  for (KeyValue& kv : rest) consume(kv);
-  const std::size_t count = 1 + rest.size();
+  std::size_t count = 1;
+  for (KeyValue& kv : rest) {
+    if (!room_left.fits(kv)) break;  // the rest's read conflict covers more: harmless
+    consume(kv);
+    ++count;
+  }
   contention::add_size(tr, items, -static_cast<std::int64_t>(count));
   return count;
 }

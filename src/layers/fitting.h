@@ -35,7 +35,8 @@ enum class ShortBatch {
 // takes them off the size counter (contention::add_size); returns how many. Consumes the first
 // item, measures what it added to the transaction (Transaction::usage(): bytes, and on etcd the
 // compares of the read and the writes of consume), and consumes as many more (up to n in all) as
-// `limits` leave room for. Reads only what it consumes (contention::read_end), so the
+// `limits` leave room for, counting an item larger than the first as costing more by a multiple
+// of the bytes it has over the first (a take writes each value into its lease's timer). Reads only what it consumes (contention::read_end), so the
 // read-conflict range (which etcd counts per record) covers those items and, if it ran short,
 // what `short_batch` says. Due timers are the caller's (WorkItems::release_due first).
 std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
