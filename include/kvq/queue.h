@@ -270,8 +270,9 @@ class Queue {
   // Moves up to `n` (>= 0) dead letters back to the back of this queue, attempts reset, in
   // transactions of up to 32; returns how many moved. Idempotent under commit_unknown_result.
   std::int64_t redrive(std::int64_t n);
-  // As redrive(n) inside the caller's transaction: all of the up to `n` move in it, so keep n
-  // within the engine's transaction limits (no marker: idempotency is the caller's).
+  // As redrive(n) inside the caller's transaction: up to `n` move in it, fewer if more would not
+  // fit in what is left of the engine's byte limit (at least one, if there is one; no marker:
+  // idempotency is the caller's).
   std::int64_t redrive(Transaction& tr, std::int64_t n);
   // Ready, delayed, leased and dead-letter counts (O(1), counters kept in the same transactions)
   // and the age of the front item. Snapshot reads: conflicts with nothing.

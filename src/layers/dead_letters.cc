@@ -58,9 +58,12 @@ DeadLetter DeadLetters::decode(const KeyValue& kv) const {
   return d;
 }
 
-std::vector<DeadLetter> DeadLetters::take_front(Transaction& tr, int n) {
+std::vector<DeadLetter> DeadLetters::take_front(Transaction& tr, int n, std::size_t max_bytes) {
   std::vector<DeadLetter> out;
+  std::size_t bytes = 0;
   for (const KeyValue& kv : front(tr, n, false)) {
+    bytes += 2 * (kv.key.size() + kv.value.size());
+    if (!out.empty() && bytes > max_bytes) break;  // (the read's conflict covers more: harmless)
     out.push_back(decode(kv));
     tr.clear(kv.key);
   }

@@ -29,8 +29,10 @@ class DeadLetters {
   // Throws invalid_argument unless `reason` is UTF-8 (it is stored as a tuple string, which a
   // reader decodes as such).
   static void check_reason(std::string_view reason);
-  // Removes up to `n` items from the front (a non-snapshot read) and returns them.
-  std::vector<DeadLetter> take_front(Transaction& tr, int n);
+  // Removes up to `n` items from the front (a non-snapshot read) and returns them: the first, and
+  // those after it while their keys and values, counted twice (the letter's clear and its move
+  // elsewhere), stay within `max_bytes`.
+  std::vector<DeadLetter> take_front(Transaction& tr, int n, std::size_t max_bytes);
   // Up to `n` items from the front, without removing them (snapshot read).
   std::vector<DeadLetter> peek(Transaction& tr, int n);
   // The number of dead letters (one snapshot read of the counter).

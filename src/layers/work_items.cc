@@ -8,6 +8,7 @@
 #include "kvq/tuple.h"
 #include "layers/contention/end_windows.h"
 #include "layers/contention/marked_run.h"
+#include "layers/fitting.h"
 #include "layers/item_keys.h"
 #include "layers/lease_token.h"
 
@@ -313,8 +314,8 @@ std::int64_t WorkItems::redrive_in_batches(std::int64_t n,
   while (moved < n) {
     const int batch = static_cast<int>(std::min<std::int64_t>(n - moved, kRedriveBatch));
     const std::int64_t done = move_batch(batch);
+    if (done == 0) break;  // (fewer than the batch: no more, or no more that fit; ask again)
     moved += done;
-    if (done < batch) break;
   }
   return moved;
 }
@@ -327,8 +328,11 @@ std::int64_t WorkItems::redrive(std::int64_t n) {
 
 std::int64_t WorkItems::redrive(Transaction& tr, std::int64_t n) {
   check_redrive_count(n);
+  // As many as fit in what is left of the transaction's limits (at least one).
+  const std::size_t used = tr.usage().bytes, limit = db_->limits().max_bytes;
+  const std::size_t room = limit > used + kReserveBytes ? limit - used - kReserveBytes : 0;
   std::vector<DeadLetter> letters = dead_.take_front(
-      tr, contention::range_limit(static_cast<std::size_t>(n)));  // n >= 0: checked
+      tr, contention::range_limit(static_cast<std::size_t>(n)), room);  // n >= 0: checked
   std::vector<std::int64_t> priorities;
   std::vector<std::string> randoms;
   for (const DeadLetter& d : letters) {

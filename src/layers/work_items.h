@@ -86,10 +86,11 @@ class WorkItems {
   // Moves up to `n` dead letters back (Queue: to the back; PriorityQueue: to their priority),
   // with their attempts reset; returns how many moved. Batches of kRedriveBatch per transaction.
   std::int64_t redrive(std::int64_t n);
-  // As redrive(n), all in `tr`. Throws invalid_option_value for n < 0.
+  // As redrive(n), all in `tr`: up to `n`, fewer if more would not fit in what is left of the
+  // engine's byte limit (at least one if there is one). Throws invalid_option_value for n < 0.
   std::int64_t redrive(Transaction& tr, std::int64_t n);
   // Runs move_batch(size) for batches of up to kRedriveBatch until `n` (>= 0, else
-  // invalid_option_value) moved or a batch moved fewer than its size; returns how many moved.
+  // invalid_option_value) moved or a batch moved none; returns how many moved.
   static std::int64_t redrive_in_batches(std::int64_t n,
                                          const std::function<std::int64_t(int)>& move_batch);
   std::vector<DeadLetter> peek_dead_letters(Transaction& tr, int n) { return dead_.peek(tr, n); }
