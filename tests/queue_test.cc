@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <limits>
 #include <string>
 
 #include "kvq/kvq.h"
@@ -180,6 +182,23 @@ TEST_P(QueueTest, InvalidOptionsThrowInvalidOptionValue) {
   QueueOptions o;
   o.contention.batch_size = 0;
   EXPECT_THROW(Queue(db_, space_, o), Error);
+  // Out of range high: every staged pop failed (batch_size + 1 overflowed; found by review in
+  // session 31), and durations this long overflow the clock values they are added to.
+  const auto refused = [&](const HighContentionOptions& c) {
+    QueueOptions with = {};
+    with.high_contention = true;
+    with.contention = c;
+    try {
+      Queue(db_, space_, with);
+    } catch (const Error& e) {
+      return e.code() == ErrorCode::kInvalidOptionValue;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused({.batch_size = std::numeric_limits<int>::max()}));
+  EXPECT_TRUE(refused({.lease = std::chrono::milliseconds::max()}));
+  EXPECT_TRUE(refused({.request_ttl = kMaxWorkDuration + std::chrono::milliseconds(1)}));
+  EXPECT_FALSE(refused({.batch_size = 100'000, .request_ttl = kMaxWorkDuration}));
   QueueOptions p;
   p.pop_timeout = std::chrono::milliseconds(-1);
   try {

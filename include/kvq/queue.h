@@ -104,8 +104,10 @@ class Queue {
   // out). A prefix may be at most kMaxKeySize - kMaxOwnKeySize bytes (PriorityQueue's too).
   static constexpr std::size_t kMaxOwnKeySize = 3200;
 
-  // A queue stored under `subspace` of `db`. Throws invalid_option_value for batch_size < 1,
-  // negative durations, or a marker_ttl, contention.lease or contention.request_ttl of 0;
+  // A queue stored under `subspace` of `db`. Throws invalid_option_value for a
+  // contention.batch_size outside 1..100,000, negative durations, a marker_ttl,
+  // contention.lease or contention.request_ttl of 0, or a contention.lease or
+  // contention.request_ttl over kMaxWorkDuration;
   // invalid_argument for a subspace prefix over kMaxKeySize - kMaxOwnKeySize bytes. Does no I/O.
   // The subspace is the queue's alone, with everything under it: no other structure or key may
   // be stored under it (a Queue at S takes every key (integer, ...) under S for an item, so one at

@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/random.h"
 #include "kvq/error.h"
+#include "kvq/lease.h"
 #include "kvq/tuple.h"
 
 namespace kvq::contention {
@@ -91,12 +92,20 @@ Slot decode_slot(std::string_view v) {
 }  // namespace
 
 void check_options(const HighContentionOptions& options) {
-  if (options.batch_size < 1) {
-    throw Error(ErrorCode::kInvalidOptionValue, "queue: contention.batch_size must be >= 1");
-  }
-  if (options.lease.count() < 1 || options.request_ttl.count() < 1) {
+  // (Larger batches are cut to the engine's limits anyway; the bound keeps batch_size + 1 an int.)
+  if (options.batch_size < 1 || options.batch_size > kMaxBatchSize) {
     throw Error(ErrorCode::kInvalidOptionValue,
-                "queue: contention.lease and contention.request_ttl must be > 0");
+                "queue: contention.batch_size must be between 1 and " +
+                    std::to_string(kMaxBatchSize));
+  }
+  // (Longer ones would overflow the millisecond clock values they are added to.)
+  const auto positive_and_bounded = [](std::chrono::milliseconds d) {
+    return d.count() >= 1 && d <= kMaxWorkDuration;
+  };
+  if (!positive_and_bounded(options.lease) || !positive_and_bounded(options.request_ttl)) {
+    throw Error(ErrorCode::kInvalidOptionValue,
+                "queue: contention.lease and contention.request_ttl must be > 0 and at most 10 "
+                "years (kMaxWorkDuration)");
   }
 }
 

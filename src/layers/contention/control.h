@@ -52,7 +52,10 @@ struct ItemRange {
   std::string count_key;
 };
 
-// Throws invalid_option_value unless batch_size >= 1 and lease and request_ttl are > 0.
+// The most requests HighContentionOptions::batch_size may ask a batch to serve.
+inline constexpr int kMaxBatchSize = 100'000;
+// Throws invalid_option_value unless 1 <= batch_size <= kMaxBatchSize, and lease and request_ttl
+// are > 0 and at most kMaxWorkDuration.
 void check_options(const HighContentionOptions& options);
 
 // The keys of the held places of `items` (ItemRange::held_prefix): an empty range if none kept.
