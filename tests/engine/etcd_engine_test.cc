@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/bytes.h"
+#include "engine/etcd/rpc_errors.h"
 #include "engine/watch_state.h"
 #include "kvq/error.h"
 #include "support/etcd_cluster.h"
@@ -522,6 +523,25 @@ TEST_F(EtcdEngineTest, DeadEndpointInListIsSkippedForReadsAndCommits) {
     s->commit(r);
   }
   EXPECT_EQ(engine_->begin()->get("x"), "4");
+}
+
+// A sent commit that fails with a code etcd's refusals do not explain may have been applied (gRPC
+// ends a call whose connection broke with INTERNAL "RST_STREAM" or UNKNOWN "Stream removed"):
+// commit_unknown_result, so the layers' markers resolve it. It was unknown_error, final and not
+// "maybe committed" (found by review in session 31). A read failing so stays unknown_error.
+TEST(EtcdRpcErrors, AnUnexplainedCommitFailureMayHaveBeenApplied) {
+  const auto code_of = [](grpc::StatusCode code, const char* message, bool commit) {
+    try {
+      throw_rpc_error(grpc::Status(code, message), "commit", commit);
+    } catch (const Error& e) {
+      return e.code();
+    }
+  };
+  EXPECT_EQ(code_of(grpc::StatusCode::INTERNAL, "Received RST_STREAM with error code 2", true),
+            ErrorCode::kCommitUnknownResult);
+  EXPECT_EQ(code_of(grpc::StatusCode::UNKNOWN, "Stream removed", true),
+            ErrorCode::kCommitUnknownResult);
+  EXPECT_EQ(code_of(grpc::StatusCode::UNKNOWN, "Stream removed", false), ErrorCode::kUnknownError);
 }
 
 }  // namespace

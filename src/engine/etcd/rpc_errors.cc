@@ -140,6 +140,14 @@ void throw_rpc_error(const grpc::Status& status, std::string_view what, bool com
     throw Error(ErrorCode::kConnectionFailed,
                 where + "no endpoint answered (" + describe(status) + ")");
   }
+  if (commit) {
+    // Any other failure of a sent commit (gRPC can end a call whose connection broke with
+    // INTERNAL "RST_STREAM" or UNKNOWN "Stream removed") may come after etcd applied it: only
+    // the refusals above are known not to have.
+    throw Error(ErrorCode::kCommitUnknownResult,
+                where + "the commit failed unexpectedly; it may or may not have been applied (" +
+                    describe(status) + ")");
+  }
   throw Error(ErrorCode::kUnknownError, where + describe(status));
 }
 
