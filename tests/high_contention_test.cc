@@ -191,6 +191,28 @@ TEST_P(HighContentionTest, ManyWaitingRequestsAreServedInOrderWithinTheEngineLim
   EXPECT_EQ(staged_->count("req"), 0);
 }
 
+// A pop batch, own-loop or composed, with more waiting requests than one transaction can serve
+// (etcd: about 20): it served those that fit and then took items for itself, ahead of the rest
+// (found by review in session 31). The own loop now serves them all first, over several
+// transactions; a composed one that cannot takes nothing.
+TEST_P(HighContentionTest, APopBatchOvertakesNoWaitingRequestWhenTheyDoNotAllFit) {
+  Queue q = hc_queue();
+  auto ids = staged_->add_phantoms(160);
+  for (int i = 0; i < 250; ++i) q.push("item-" + std::to_string(i));
+  const std::vector<std::string> composed =
+      db_->run([&](Transaction& tr) { return q.pop_batch(tr, 20); });
+  const std::vector<std::string> own = q.pop_batch(20);
+  for (int i = 0; i < 160; ++i) {
+    EXPECT_EQ(staged_->delivered(ids[static_cast<std::size_t>(i)]), "item-" + std::to_string(i));
+  }
+  std::vector<std::string> after = composed;
+  after.insert(after.end(), own.begin(), own.end());
+  ASSERT_FALSE(own.empty());
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i], "item-" + std::to_string(160 + i)) << "overtook a waiting request";
+  }
+}
+
 // Issue 16, defect 1 (bytes): 120 requests for 99,000-byte items used to make one 12 MB batch
 // (transaction_too_large on every engine). Batches now stop at Database::limits().max_bytes.
 TEST_P(HighContentionTest, RequestsForLargeItemsAreServedWithinTheByteLimit) {

@@ -131,7 +131,8 @@ class FairQueue {
   // (many tenants woken at once) it may return nullopt while a tenant not yet filed has a ready
   // item; the next call files the next ones. It likewise returns nullopt when the tenants it found
   // empty (each taken out of turn) leave no room in the transaction (Database::limits()) for
-  // another. pop() commits and goes on until it knows.
+  // another, and in high-contention mode when waiting pop requests are left that did not fit in
+  // the transaction (it overtakes none). pop() commits and goes on until it knows.
   std::optional<FairItem> pop(Transaction& tr);
   // As pop(), but while nothing is ready it blocks (on a watch of a counter every push writes)
   // until an item comes or `timeout` (>= 0, else invalid_option_value) passes: nullopt then. As

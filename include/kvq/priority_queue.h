@@ -60,6 +60,8 @@ class PriorityQueue {
   // high-contention mode a pop that throws has withdrawn its request (as Queue::pop).
   std::optional<std::string> pop_min();
   std::optional<std::string> pop_min(std::chrono::milliseconds timeout);
+  // Inside the caller's transaction, as Queue::pop(tr): in high-contention mode nullopt if waiting
+  // pop requests are left that did not fit in it.
   std::optional<std::string> pop_min(Transaction& tr);
   // Removes and returns an item of the highest priority present, the NEWEST of that priority (the
   // last key: highest count); nullopt if empty. Otherwise as pop_min.

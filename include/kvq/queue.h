@@ -138,7 +138,7 @@ class Queue {
   std::optional<std::string> pop(std::chrono::milliseconds timeout);
   // As pop() inside the caller's transaction. In high-contention mode it first serves waiting
   // requests in this transaction (as many as fit in the engine's transaction limits), so it does
-  // not overtake them either.
+  // not overtake them either: if some are left waiting (more than fit), it pops nothing (nullopt).
   std::optional<std::string> pop(Transaction& tr);
 
   // ---- batches and blocking waits ----
@@ -159,11 +159,13 @@ class Queue {
   // Removes and returns up to `n` items from the front, in queue order, in ONE transaction
   // (idempotent under commit_unknown_result as pop()). Fewer than n if the queue holds fewer, or
   // if more would not fit in one transaction of the engine (on etcd about 100). Empty if the
-  // queue is empty. High-contention mode: serves waiting pop requests first (no overtaking).
+  // queue is empty. High-contention mode: serves waiting pop requests first (no overtaking), over
+  // several transactions if they do not fit in one.
   // Throws timed_out, having popped nothing, if no attempt could commit within
   // options.pop_timeout (as pop(); none by default).
   std::vector<std::string> pop_batch(std::size_t n);
-  // As pop_batch inside the caller's transaction.
+  // As pop_batch inside the caller's transaction; in high-contention mode empty if waiting pop
+  // requests are left that did not fit in it (as pop(tr)).
   std::vector<std::string> pop_batch(Transaction& tr, std::size_t n);
   // As pop(), but while the queue is empty it blocks until an item comes (woken by a watch on the
   // size counter, which every push writes: no polling; and at the due time of the earliest delayed

@@ -101,7 +101,8 @@ std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::s
 std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::size_t n,
                                               ShortBatch short_batch) {
   if (n == 0) return {};
-  release_due_and_serve_waiting(tr, side);  // no overtaking of waiting high-contention pops
+  // No overtaking of waiting high-contention pops: none if some are left waiting.
+  if (!release_due_and_serve_waiting(tr, side)) return {};
   return pop_fitting(tr, side, n, short_batch);
 }
 
@@ -110,7 +111,17 @@ std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n, ShortBat
   if (n == 0) return {};
   TransactionOptions options;
   options.timeout = timeout;
-  return run_marked([&](Transaction& tr) { return pop_batch(tr, side, n, short_batch); }, options);
+  // Waiting high-contention pops that do not all fit in one transaction are served over several,
+  // this batch's items taken in the first that leaves none waiting.
+  for (;;) {
+    std::optional<std::vector<std::string>> got = run_marked(
+        [&](Transaction& tr) -> std::optional<std::vector<std::string>> {
+          if (!release_due_and_serve_waiting(tr, side)) return std::nullopt;
+          return pop_fitting(tr, side, n, short_batch);
+        },
+        options);
+    if (got) return std::move(*got);
+  }
 }
 
 // As pop_fast (item_store.cc) for a batch: after commit_unknown_result the marker tells.

@@ -173,13 +173,14 @@ void ItemStore::clear(Transaction& tr) {
 }
 
 std::optional<std::string> ItemStore::pop(Transaction& tr, Side side) {
-  release_due_and_serve_waiting(tr, side);
+  if (!release_due_and_serve_waiting(tr, side)) return std::nullopt;
   return pop_end(tr, side);
 }
 
-void ItemStore::release_due_and_serve_waiting(Transaction& tr, Side side) {
+bool ItemStore::release_due_and_serve_waiting(Transaction& tr, Side side) {
   release_due_before_end(tr, side);
-  if (staged_) staged_->serve_all(tr);  // the waiting pops get what came due, not this one
+  // The waiting pops get what came due, not this one.
+  return !staged_ || staged_->serve_all(tr);
 }
 
 // A combined pop's group, or a plain pop's transaction, ends by the timeout; the high-contention

@@ -192,7 +192,8 @@ class ItemStore {
   void hint_arming_reads(Transaction& tr, Side side);
   // Moves due timers (release_due_before_end), then in high-contention mode answers the waiting
   // requests (StagedPops::serve_all), so that a pop in `tr` after this overtakes none of them.
-  void release_due_and_serve_waiting(Transaction& tr, Side side);
+  // False if requests are left waiting (more than fit in `tr`): then `tr` must pop nothing.
+  bool release_due_and_serve_waiting(Transaction& tr, Side side);
   // Moves due timers (WorkItems::release_due) before a read of the item at `side`: the timers'
   // read and that read's first part go to the engine together if reads take round trips
   // (Transaction::prefetch: one round trip on etcd instead of two).

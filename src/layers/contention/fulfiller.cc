@@ -74,15 +74,16 @@ Fulfiller::Result Fulfiller::leased_batch(Transaction& tr, const std::string& me
   return r;
 }
 
-void Fulfiller::serve_all(Transaction& tr) {
+bool Fulfiller::serve_all(Transaction& tr) {
   Batch b;
   b.now = now_ms();
   Result r;
-  bool any = false;
+  bool any = false, all = false;
   for (;;) {
     b.reqs = read_requests(tr);
     if (b.reqs.empty()) {
       tr.add_read_conflict_range(keys_.req_begin(), keys_.req_end());
+      all = true;
       break;
     }
     b.cap = b.reqs.size();
@@ -97,6 +98,7 @@ void Fulfiller::serve_all(Transaction& tr) {
   }
   if (b.taken > 0) add_size(tr, items_, -b.taken);
   if (any) tr.clear(keys_.lease());
+  return all;
 }
 
 void Fulfiller::hint_batch_reads(Transaction& tr, const Batch& b) {

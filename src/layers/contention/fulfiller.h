@@ -86,8 +86,9 @@ class Fulfiller {
   // newest request unserved and hand it the lease rather than free it.
   Result leased_batch(Transaction& tr, const std::string& me, bool hand_off_newest);
   // Answers every waiting request that fits in `tr` (composed pops, clear), ignoring the lease;
-  // an end that runs short is read again in `tr` (found empty there, it answers "empty").
-  void serve_all(Transaction& tr);
+  // an end that runs short is read again in `tr` (found empty there, it answers "empty"). False if
+  // requests are left waiting (the rest did not fit in `tr`): a pop in `tr` would overtake them.
+  bool serve_all(Transaction& tr);
   // Passes the lease from `me` (giving up) to the oldest other waiting request, or frees it.
   void pass_baton(Transaction& tr, const std::string& me);
   // Puts the items delivered to slot `s` of request `id` back at their keys (+1 to the size each),

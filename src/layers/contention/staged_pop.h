@@ -59,8 +59,9 @@ class StagedPops {
   std::vector<std::string> pop_many(Side side, std::int64_t n, Clock::time_point deadline);
   // As pop_many, with each item's key (where it was in the item range) beside its value.
   std::vector<KeyValue> pop_items(Side side, std::int64_t n, Clock::time_point deadline);
-  // Answers the waiting requests that fit in `tr` (composed pops and clear()).
-  void serve_all(Transaction& tr) { fulfiller_.serve_all(tr); }
+  // Answers the waiting requests that fit in `tr` (composed pops and clear()); false if some are
+  // left waiting (Fulfiller::serve_all).
+  bool serve_all(Transaction& tr) { return fulfiller_.serve_all(tr); }
   // True if pops are waiting: a point read of the waiting-request count (not a scan of the
   // request range), which conflicts with every registration and fulfilment as a read of the
   // whole range would. A new pop must then queue up behind them.

@@ -263,7 +263,8 @@ bool FairState::at_lease_limit(Transaction& tr, std::string_view tenant) const {
 
 std::optional<FairItem> FairState::pop(Transaction& tr) {
   if (staged_) {
-    staged_->serve_all(tr);  // no overtaking of waiting high-contention pops
+    // No overtaking of waiting high-contention pops: none if some are left waiting.
+    if (!staged_->serve_all(tr)) return std::nullopt;
     std::vector<FairItem> staged = take_staged(tr, 1);
     if (!staged.empty()) return std::move(staged.front());
   }
