@@ -1015,6 +1015,26 @@ TEST_P(ConformanceTest, ASnapshotOnlyTransactionCommitsAfterItsReadVersionLeftTh
   EXPECT_EQ(db->run([](Transaction& tr) { return tr.get("out"); }), "y");
 }
 
+// The watch of such a transaction (or of a read-only one, which cannot fail) reads its value at
+// commit: a value it cannot read any more fails the watch, as in FoundationDB, not the commit
+// (found by review in session 31: the commit threw transaction_too_old).
+TEST_P(ConformanceTest, AWatchWhoseValueLeftTheWindowFailsTheWatchNotTheCommit) {
+  auto db = GetParam().open(EngineOptions{.mvcc_window = 100ms});
+  db->run([](Transaction& tr) { tr.set("k", "1"); });
+  for (const bool writes : {true, false}) {
+    SCOPED_TRACE(writes ? "writing" : "read-only");
+    Transaction tr = db->create_transaction();
+    ASSERT_TRUE(tr.get("k", /*snapshot=*/true));
+    Watch w = tr.watch("w");
+    if (writes) tr.set("out", "y");
+    db->run([](Transaction& t) { t.set("k", "2"); });
+    std::this_thread::sleep_for(300ms);
+    db->run([](Transaction& t) { t.set("unrelated", "x"); });
+    EXPECT_NO_THROW(tr.commit());
+    EXPECT_EQ(code_of([&] { w.wait_for(1s); }), ErrorCode::kTransactionTooOld);
+  }
+}
+
 TEST_P(ConformanceTest, SupersededReadVersionIsTooOldWithoutFurtherCommits) {
   auto db = GetParam().open(EngineOptions{.mvcc_window = 100ms});
   db->run([](Transaction& tr) { tr.set("k", "1"); });

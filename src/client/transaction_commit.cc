@@ -159,32 +159,47 @@ TransactionUsage TransactionState::usage() {
 std::vector<std::optional<std::string>> TransactionState::watch_values() {
   std::vector<std::optional<std::string>> out;
   out.reserve(watches_.size());
-  unknown_watch_values_.assign(watches_.size(), false);
+  watch_seen_.assign(watches_.size(), WatchSeen::kValue);
   for (std::size_t i = 0; i < watches_.size(); ++i) {
-    const std::string& key = watches_[i].key;
-    const LocalWrite* w = overlay_.find(key);
-    if (w != nullptr && w->kind == WriteKind::kStampedValue) {
-      unknown_watch_values_[i] = true;
+    try {
+      out.push_back(watch_value(i));
+    } catch (const Error& e) {
+      // A read the commit does not need (transaction_too_old: its read version fell below the
+      // MVCC floor) fails the watch, not the commit, as in FoundationDB.
+      if (!e.retryable()) throw;
+      watches_[i].state->fail(e);
+      watch_seen_[i] = WatchSeen::kFailed;
       out.push_back(std::nullopt);
-    } else if (w != nullptr) {
-      out.push_back(WriteOverlay::value_of(
-          *w, w->kind == WriteKind::kAdd ? stored_value(key) : std::nullopt, key));
-    } else if (overlay_.in_cleared(key)) {
-      out.push_back(std::nullopt);
-    } else {
-      out.push_back(stored_value(key));
     }
   }
   return out;
+}
+
+std::optional<std::string> TransactionState::watch_value(std::size_t i) {
+  const std::string& key = watches_[i].key;
+  const LocalWrite* w = overlay_.find(key);
+  if (w != nullptr && w->kind == WriteKind::kStampedValue) {
+    watch_seen_[i] = WatchSeen::kStamped;
+    return std::nullopt;
+  }
+  if (w != nullptr) {
+    return WriteOverlay::value_of(*w, w->kind == WriteKind::kAdd ? stored_value(key) : std::nullopt,
+                                  key);
+  }
+  if (overlay_.in_cleared(key)) return std::nullopt;
+  return stored_value(key);
 }
 
 void TransactionState::register_watches(const std::vector<std::optional<std::string>>& seen,
                                         Version version) {
   for (std::size_t i = 0; i < watches_.size(); ++i) {
     PendingWatch& w = watches_[i];
+    if (watch_seen_[i] == WatchSeen::kFailed) continue;
     try {
       std::optional<std::string> value = seen[i];
-      if (unknown_watch_values_[i]) value = overlay_.committed_stamped_value(w.key, versionstamp_);
+      if (watch_seen_[i] == WatchSeen::kStamped) {
+        value = overlay_.committed_stamped_value(w.key, versionstamp_);
+      }
       engine_->watch(w.key, std::move(value), version, w.state);
     } catch (const Error& e) {
       w.state->fail(e);

@@ -114,7 +114,11 @@ class TransactionState {
   void commit_read_only();
   engine::CommitRequest build_request();
   void check_size() const;
+  // The values the watches saw (transaction_commit.cc); a watch whose value could not be read
+  // (a retryable read error) is failed with that error instead of failing the commit.
   std::vector<std::optional<std::string>> watch_values();
+  // The value watch i saw (throws what its read throws).
+  std::optional<std::string> watch_value(std::size_t i);
   void register_watches(const std::vector<std::optional<std::string>>& seen, Version version);
   void fail_pending_watches(const Error& error);
   // Forgets the attempt's reads and writes (the watches must be settled first).
@@ -141,7 +145,10 @@ class TransactionState {
   static constexpr std::size_t kMaxRecentValueSize = 1024;
   std::vector<std::pair<std::string, std::optional<std::string>>> recent_gets_;
   std::vector<PendingWatch> watches_;
-  std::vector<bool> unknown_watch_values_;
+  // What watch_values() learned of each watch: its value, a versionstamped value known only after
+  // the commit, or a failed read (the watch failed).
+  enum class WatchSeen { kValue, kStamped, kFailed };
+  std::vector<WatchSeen> watch_seen_;
 
   State state_ = State::kOpen;
   Version committed_version_ = -1;
