@@ -187,9 +187,9 @@ TEST_P(BatchTest, AShortBatchConflictsWithPushesMeanwhileOnlyIfItMeansNoMore) {
         for (std::size_t i = 0; i < held; ++i) pq.push("held" + std::to_string(i), 5);
         Transaction tr = db_->create_transaction();
         tr.set(other_key, "");  // a read-only transaction would never conflict
-        const std::size_t taken =
-            detail::consume_fitting(tr, items, db_->limits(), side, 5, short_batch,
-                                    [&](KeyValue& kv) { tr.clear(kv.key); });
+        const std::size_t taken = detail::consume_fitting(tr, items, db_->limits(), side, 5,
+                                                          short_batch, detail::ItemWrites::kKeyOnly,
+                                                          [&](KeyValue& kv) { tr.clear(kv.key); });
         EXPECT_EQ(taken, held);
         pq.push("meanwhile", side == Side::kFront ? 9 : 1);  // beyond the batch's far end
         const bool conflicts_expected = held == 0 || short_batch == ShortBatch::kMeansNoMore;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -916,6 +917,32 @@ TEST_P(ConformanceTest, CancelledWatchFailsWithOperationCancelled) {
   w.cancel();
   EXPECT_EQ(code_of([&] { w.wait_for(1s); }), ErrorCode::kOperationCancelled);
   EXPECT_EQ(code_of([] { Watch().wait_for(1ms); }), ErrorCode::kClientInvalidOperation);
+}
+
+// As in FoundationDB, a watch whose every copy is gone is cancelled, so the engine lets go of
+// it: on etcd each armed watch holds a stream and a thread, which stayed for as long as its key
+// did not change (found by review in session 31). A copy that is kept keeps the watch.
+TEST_P(ConformanceTest, AWatchWhoseCopiesAreAllGoneIsCancelled) {
+  auto db = GetParam().open({});
+  const auto threads = [] {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+      ++n;
+    }
+    return n;
+  };
+  const Watch kept = db->run([](Transaction& tr) { return tr.watch("kept"); });
+  std::this_thread::sleep_for(300ms);  // its stream is open on etcd
+  const std::size_t before = threads();
+  for (int i = 0; i < 40; ++i) {
+    Watch dropped = db->run([&](Transaction& tr) { return tr.watch("w" + std::to_string(i)); });
+    const Watch copy = dropped;  // copies share the watch: still armed while one lives
+    EXPECT_FALSE(copy.ready());
+  }
+  std::this_thread::sleep_for(500ms);  // (etcd's watcher ends cancelled streams within 50 ms)
+  EXPECT_LE(threads(), before + 4) << "dropped watches kept their threads";
+  db->run([](Transaction& tr) { tr.set("kept", "changed"); });
+  EXPECT_TRUE(kept.wait_for(5s));
 }
 
 TEST_P(ConformanceTest, WatchWakesAWaitingThread) {

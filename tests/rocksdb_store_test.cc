@@ -311,6 +311,22 @@ TEST(RocksDbStore, ADirectoryHoldingOtherFilesIsRefusedAndLeftAlone) {
   EXPECT_NO_THROW(RocksDbStore::open(interrupted));
 }
 
+// A kvq database whose manifest is lost is damaged, not a directory to create one in: RocksDB's
+// own error for it (io_error: the manifest CURRENT names is missing), not invalid_argument, and
+// its files are left as they are.
+TEST(RocksDbStore, ADatabaseWithALostManifestIsCorruption) {
+  kvq::testing::TempDir dir("store");
+  const std::string path = dir.file("db");
+  RocksDbStore::open(path)->apply(1, {set("k", "v")});
+  for (const auto& entry : std::filesystem::directory_iterator(path)) {
+    if (entry.path().filename().string().starts_with("MANIFEST-")) {
+      std::filesystem::remove(entry.path());
+    }
+  }
+  EXPECT_THAT(code_of_open(path), ::testing::AnyOf(ErrorCode::kIoError, ErrorCode::kCorruption));
+  EXPECT_TRUE(std::filesystem::exists(path + "/CURRENT"));
+}
+
 TEST(RocksDbStore, SnapshotOutlivingStoreKeepsReadingThenReleasesLock) {
   kvq::testing::TempDir dir("store");
   const std::string path = dir.file("db");

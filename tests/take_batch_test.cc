@@ -116,6 +116,21 @@ TEST_P(TakeBatchTest, ASmallItemFollowedByLargeOnesIsTakenInBatchesThatFit) {
   }
 }
 
+// Pops write nothing of a value: the same items in one pop batch where the engine's operation
+// limit allows (a first take at this fix counted large values for pops too: 26 of 111).
+TEST_P(TakeBatchTest, ASmallItemFollowedByLargeOnesIsPoppedInOneBatch) {
+  Queue q(db_, space_, options());
+  q.push("small");
+  const int large = 110;
+  for (int i = 0; i < large; ++i) q.push(std::string(99'000, static_cast<char>('a' + i % 26)));
+  const std::vector<std::string> got = q.pop_batch(1000);
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got[0], "small");
+  if (!etcd()) {  // (on etcd its operation limit cuts the batch)
+    EXPECT_EQ(got.size(), 1u + large);
+  }
+}
+
 TEST_P(TakeBatchTest, TakeBatchMovesDueTimersBackFirst) {
   Queue q(db_, space_, options());
   q.push_batch({"a", "b"});

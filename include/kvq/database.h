@@ -121,7 +121,9 @@ struct TransactionOptions {
 };
 
 // Something to wait on that fires after a key's value changes. Returned by Transaction::watch.
-// Cheap to copy (copies share one state); safe to use from any thread.
+// Cheap to copy (copies share one state); safe to use from any thread. As in FoundationDB, when
+// the last copy is gone the watch is cancelled, so the engine frees what it holds for it (on etcd
+// a stream and a thread).
 class Watch {
  public:
   Watch() = default;  // An empty watch: wait_for() throws client_invalid_operation.
@@ -143,9 +145,11 @@ class Watch {
   // watch. The watches are left as they are (cancel the others if no longer needed).
   static bool wait_any(std::span<const Watch> watches, std::chrono::milliseconds timeout);
 
-  explicit Watch(std::shared_ptr<detail::WatchState> state) : state_(std::move(state)) {}
+  // A watch of `state`, cancelled when its last copy is gone.
+  explicit Watch(std::shared_ptr<detail::WatchState> state);
 
  private:
+  // Shares ownership with the copies' handle, whose destruction cancels the watch.
   std::shared_ptr<detail::WatchState> state_;
 };
 

@@ -43,18 +43,20 @@ class FairState;
 
 // Options of the high-contention pop machinery, shared by Queue and PriorityQueue.
 struct HighContentionOptions {
-  // Pop requests one fulfilling transaction serves at most. A batch is also cut to what fits in
-  // one transaction of the engine (Database::limits(): bytes, and etcd's --max-txn-ops), so the
-  // number of waiting pops never makes a pop fail. Default: 128.
+  // Pop requests one fulfilling transaction serves at most, 1 to 100,000. A batch is also cut to
+  // what fits in one transaction of the engine (Database::limits(): bytes, and etcd's
+  // --max-txn-ops), so the number of waiting pops never makes a pop fail. Default: 128.
   int batch_size = 128;
   // How long the fulfiller lease (the one popper that fulfils requests) lasts without renewal,
   // beyond the time the holder's last batch took (so slow batches do not invite takeovers); a
-  // waiter whose fulfiller vanished takes over after that. Default: 100 ms.
+  // waiter whose fulfiller vanished takes over after that. At most kMaxWorkDuration. Default:
+  // 100 ms.
   std::chrono::milliseconds lease{100};
   // A pop request older than this is taken for the request of a popper that died: the next
   // fulfiller withdraws it, and an item delivered to it but not taken within this time goes back
   // to its place in the queue. A live popper whose request expired registers again (so a pop that
-  // waits longer than this loses its place in line, never an item). Default: 30 s.
+  // waits longer than this loses its place in line, never an item). At most kMaxWorkDuration.
+  // Default: 30 s.
   std::chrono::milliseconds request_ttl{30'000};
 };
 
@@ -174,7 +176,8 @@ class Queue {
   // try on any engine); if it cannot (its commits keep failing, or a high-contention pop is not
   // answered), pop_wait throws timed_out naming the last error, and no item was removed. Throws
   // invalid_option_value for timeout < 0, non-retryable engine errors (connection_failed if the
-  // watch stream broke). With options.combine, the attempts are not bounded by the timeout.
+  // engine could not reach its server within its failover budget). With options.combine too, the
+  // attempts are bounded by the timeout.
   std::optional<std::string> pop_wait(std::chrono::milliseconds timeout);
 
   // The front item without removing it; nullopt if empty. Adds a read conflict on it.
@@ -242,7 +245,8 @@ class Queue {
   // way at the timeout may finish up to 1 s later; if its commits keep failing it throws
   // timed_out (naming the last error; no lease was taken) instead of returning nullopt.
   // Throws invalid_option_value for visibility_timeout <= 0 or over kMaxWorkDuration or
-  // timeout < 0, and engine errors (connection_failed if the engine's watch stream broke).
+  // timeout < 0, and engine errors (connection_failed if the engine could not reach its server
+  // within its failover budget).
   std::optional<Lease> take_wait(std::chrono::milliseconds visibility_timeout,
                                  std::chrono::milliseconds timeout);
   // Removes the leased item. Allowed while the lease's fence exists: until the deadline, and after

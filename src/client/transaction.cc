@@ -97,6 +97,31 @@ TransactionUsage Transaction::usage() { return live(state_).usage(); }
 
 // ---- Watch ----
 
+namespace {
+
+// What a watch's copies share: cancels the watch when the last copy is gone (no effect on one
+// that fired or failed).
+class WatchHandle {
+ public:
+  explicit WatchHandle(std::shared_ptr<detail::WatchState> state) : state_(std::move(state)) {}
+  WatchHandle(const WatchHandle&) = delete;
+  WatchHandle& operator=(const WatchHandle&) = delete;
+  ~WatchHandle() { state_->fail(Error(ErrorCode::kOperationCancelled, "the watch was dropped")); }
+  detail::WatchState* state() const { return state_.get(); }
+
+ private:
+  std::shared_ptr<detail::WatchState> state_;
+};
+
+}  // namespace
+
+Watch::Watch(std::shared_ptr<detail::WatchState> state) {
+  if (!state) return;
+  auto handle = std::make_shared<WatchHandle>(std::move(state));
+  detail::WatchState* raw = handle->state();
+  state_ = std::shared_ptr<detail::WatchState>(std::move(handle), raw);  // aliasing
+}
+
 bool Watch::wait_for(std::chrono::milliseconds timeout) const {
   if (!state_) throw Error(ErrorCode::kClientInvalidOperation, "wait on an empty watch");
   return state_->wait_for(timeout);

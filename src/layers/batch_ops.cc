@@ -79,15 +79,15 @@ void ItemStore::push_batch(std::span<const PushItem> items) {
 // ---- pop batches ---------------------------------------------------------------------------
 
 std::size_t ItemStore::consume_fitting(Transaction& tr, Side side, std::size_t n,
-                                       ShortBatch short_batch,
+                                       ShortBatch short_batch, ItemWrites writes,
                                        const std::function<void(KeyValue&)>& consume) {
-  return detail::consume_fitting(tr, items_, db_->limits(), side, n, short_batch, consume);
+  return detail::consume_fitting(tr, items_, db_->limits(), side, n, short_batch, writes, consume);
 }
 
 std::vector<std::string> ItemStore::pop_fitting(Transaction& tr, Side side, std::size_t n,
                                                 ShortBatch short_batch) {
   std::vector<std::string> out;
-  consume_fitting(tr, side, n, short_batch, [&](KeyValue& kv) {
+  consume_fitting(tr, side, n, short_batch, ItemWrites::kKeyOnly, [&](KeyValue& kv) {
     tr.clear(kv.key);
     out.push_back(std::move(kv.value));
   });
@@ -146,7 +146,8 @@ std::vector<Lease> ItemStore::take_batch(Transaction& tr, Side side, std::size_t
   std::vector<Lease> out;
   if (n == 0) return out;
   release_due_before_end(tr, side);
-  consume_fitting(tr, side, n, ShortBatch::kMeansNoMore,
+  // (A lease's timer holds the item's value.)
+  consume_fitting(tr, side, n, ShortBatch::kMeansNoMore, ItemWrites::kValueToo,
                   [&](KeyValue& kv) { out.push_back(work_.lease(tr, kv, vt_us)); });
   work_.count_taken(tr, out.size());
   return out;

@@ -35,16 +35,13 @@ contention::ItemRange beyond(const contention::ItemRange& items, contention::Sid
   return rest;
 }
 
-// An item's key and value bytes.
-std::size_t item_size(const KeyValue& kv) { return kv.key.size() + kv.value.size(); }
-
 // What a batch's first item added to its transaction, and the room left for more like it.
 class RoomForMore {
  public:
-  // The first item, of `first_size` bytes, was consumed since `before`.
+  // The first item, of a key and a value of these sizes, was consumed since `before`.
   RoomForMore(Transaction& tr, const TransactionLimits& limits, const TransactionUsage& before,
-              std::size_t first_size)
-      : first_size_(first_size) {
+              std::size_t first_key_size, std::size_t first_value_size, ItemWrites writes)
+      : writes_(writes), first_size_(counted_size(first_key_size, first_value_size)) {
     const TransactionUsage after = tr.usage();
     const std::size_t ops = after.operations - before.operations;
     item_bytes_ = after.bytes - before.bytes + kSlackBytesPerItem;
@@ -55,14 +52,14 @@ class RoomForMore {
           std::min(items_, room(limits.max_operations, after.operations, kReserveOperations) / ops);
     }
   }
-  // How many more items of the first one's size fit.
+  // How many more items like the first fit.
   std::size_t items() const { return items_; }
-  // Whether `kv` fits in what is left, and if so counts it. An item larger than the first may
-  // add more than the first did (a take writes each value into its lease's timer), by up to
-  // kLargerItemFactor times the bytes it has over the first: counted so, a batch whose small
-  // first item is followed by large ones stops before it outgrows the limit.
+  // Whether `kv` fits in what is left, and if so counts it. An item whose written bytes exceed the
+  // first's (a longer key; with ItemWrites::kValueToo, a larger value) may add more than the first
+  // did, by up to kLargerItemFactor times the excess: counted so, a batch whose small first item
+  // is followed by large ones stops before it outgrows the limit.
   bool fits(const KeyValue& kv) {
-    const std::size_t size = item_size(kv);
+    const std::size_t size = counted_size(kv.key.size(), kv.value.size());
     const std::size_t cost =
         item_bytes_ + (size > first_size_ ? kLargerItemFactor * (size - first_size_) : 0);
     if (cost > bytes_left_) return false;
@@ -72,6 +69,11 @@ class RoomForMore {
 
  private:
   static constexpr std::size_t kLargerItemFactor = 4;
+  // The bytes of an item its consumption writes or clears: its key, and its value if written.
+  std::size_t counted_size(std::size_t key_size, std::size_t value_size) const {
+    return key_size + (writes_ == ItemWrites::kValueToo ? value_size : 0);
+  }
+  const ItemWrites writes_;
   const std::size_t first_size_;
   std::size_t item_bytes_ = 0, bytes_left_ = 0, items_ = 0;
 };
@@ -80,19 +82,20 @@ class RoomForMore {
 
 std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
                             const TransactionLimits& limits, contention::Side side, std::size_t n,
-                            ShortBatch short_batch, const std::function<void(KeyValue&)>& consume) {
+                            ShortBatch short_batch, ItemWrites writes,
+                            const std::function<void(KeyValue&)>& consume) {
   // (usage() costs a pass over the transaction: not measured for a batch of one.)
   const TransactionUsage before = n > 1 ? tr.usage() : TransactionUsage{};
   std::vector<KeyValue> first = end_items(tr, items, side, 1);
   if (first.empty()) return 0;
-  const std::string first_key = first[0].key;
-  const std::size_t first_size = item_size(first[0]);
+  const std::string first_key = first[0].key;  // (consume may move from it)
+  const std::size_t first_value_size = first[0].value.size();
   consume(first[0]);
   if (n == 1) {
     contention::add_size(tr, items, -1);
     return 1;
   }
-  RoomForMore room_left(tr, limits, before, first_size);
+  RoomForMore room_left(tr, limits, before, first_key.size(), first_value_size, writes);
   const std::size_t more = std::min(n - 1, room_left.items());
   // (A limit of 0 would mean "no limit".) The first read's conflict covers up to its item; the
   // rest's, the range beyond it.

@@ -31,17 +31,23 @@ enum class ShortBatch {
   kSaysNothing,
 };
 
+// What consume writes of each item's value: nothing (a pop clears the item), or the value (a take
+// writes it into the lease's timer), so that a larger item costs more.
+enum class ItemWrites { kKeyOnly, kValueToo };
+
 // Calls consume(kv) on up to `n` items from `side` of `items` (consume clears or moves each) and
 // takes them off the size counter (contention::add_size); returns how many. Consumes the first
 // item, measures what it added to the transaction (Transaction::usage(): bytes, and on etcd the
 // compares of the read and the writes of consume), and consumes as many more (up to n in all) as
-// `limits` leave room for, counting an item larger than the first as costing more by a multiple
-// of the bytes it has over the first (a take writes each value into its lease's timer). Reads only what it consumes (contention::read_end), so the
-// read-conflict range (which etcd counts per record) covers those items and, if it ran short,
-// what `short_batch` says. Due timers are the caller's (WorkItems::release_due first).
+// `limits` leave room for; with ItemWrites::kValueToo, an item larger than the first counts as
+// costing more by a multiple of the bytes it has over the first. Reads only what it consumes
+// (contention::read_end), so the read-conflict range (which etcd counts per record) covers those
+// items and, if it ran short, what `short_batch` says. Due timers are the caller's
+// (WorkItems::release_due first).
 std::size_t consume_fitting(Transaction& tr, const contention::ItemRange& items,
                             const TransactionLimits& limits, contention::Side side, std::size_t n,
-                            ShortBatch short_batch, const std::function<void(KeyValue&)>& consume);
+                            ShortBatch short_batch, ItemWrites writes,
+                            const std::function<void(KeyValue&)>& consume);
 
 }  // namespace kvq::detail
 

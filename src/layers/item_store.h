@@ -177,7 +177,7 @@ class ItemStore {
   // them off the size counter; returns how many (fitting.h). Due timers are the caller's
   // (release_due_before_end first).
   std::size_t consume_fitting(Transaction& tr, Side side, std::size_t n, ShortBatch short_batch,
-                              const std::function<void(KeyValue&)>& consume);
+                              ItemWrites writes, const std::function<void(KeyValue&)>& consume);
   std::vector<std::string> pop_fitting(Transaction& tr, Side side, std::size_t n,
                                        ShortBatch short_batch);
   std::vector<std::string> pop_batch(Transaction& tr, Side side, std::size_t n,

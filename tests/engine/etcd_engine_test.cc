@@ -542,6 +542,9 @@ TEST(EtcdRpcErrors, AnUnexplainedCommitFailureMayHaveBeenApplied) {
   EXPECT_EQ(code_of(grpc::StatusCode::UNKNOWN, "Stream removed", true),
             ErrorCode::kCommitUnknownResult);
   EXPECT_EQ(code_of(grpc::StatusCode::UNKNOWN, "Stream removed", false), ErrorCode::kUnknownError);
+  // A refusal that is no transport error stays final.
+  EXPECT_EQ(code_of(grpc::StatusCode::DATA_LOSS, "etcdserver: corrupt cluster", true),
+            ErrorCode::kUnknownError);
 }
 
 }  // namespace

@@ -64,8 +64,9 @@ class EtcdEngine : public Engine {
   // A session reading at one etcd revision (taken at its first read).
   std::unique_ptr<Session> begin() override;
   // Watches `key` through etcd's Watch API from revision version + 1; fires `state` once an event
-  // leaves the key with a value other than `value_seen`, fails it with connection_failed if the
-  // watch stream cannot be opened within the failover budget or breaks.
+  // leaves the key with a value other than `value_seen`; a stream that breaks is opened again from
+  // the same revision; fails it with connection_failed if a stream cannot be opened within the
+  // failover budget.
   void watch(std::string key, std::optional<std::string> value_seen, Version version,
              std::shared_ptr<detail::WatchState> state) override;
   // Number of successful etcd Txns that wrote something (etcd has no group commit).

@@ -140,10 +140,11 @@ void throw_rpc_error(const grpc::Status& status, std::string_view what, bool com
     throw Error(ErrorCode::kConnectionFailed,
                 where + "no endpoint answered (" + describe(status) + ")");
   }
-  if (commit) {
-    // Any other failure of a sent commit (gRPC can end a call whose connection broke with
-    // INTERNAL "RST_STREAM" or UNKNOWN "Stream removed") may come after etcd applied it: only
-    // the refusals above are known not to have.
+  if (commit && (status.error_code() == grpc::StatusCode::INTERNAL ||
+                 status.error_code() == grpc::StatusCode::UNKNOWN)) {
+    // gRPC ends a call whose connection broke with INTERNAL "RST_STREAM" or UNKNOWN "Stream
+    // removed": that may come after etcd applied the commit. (Other codes, such as DATA_LOSS for
+    // a corrupt cluster, are refusals: unknown_error, final.)
     throw Error(ErrorCode::kCommitUnknownResult,
                 where + "the commit failed unexpectedly; it may or may not have been applied (" +
                     describe(status) + ")");

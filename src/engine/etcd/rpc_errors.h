@@ -48,8 +48,8 @@ std::string describe(const grpc::Status& status);
 // credentials for a cluster that requires them, a token refused after renewal),
 // permission_denied (the user's roles do not cover the keys), commit_unknown_result (transport
 // error while `commit`), connection_failed (other transport errors), internal_error (kvq sent an
-// invalid Txn), else commit_unknown_result for a `commit` (a sent commit's unexplained failure may
-// follow its apply) and unknown_error for the rest. The message names etcd's words and the URL option to change
+// invalid Txn), commit_unknown_result for a `commit` that ended INTERNAL or UNKNOWN (how gRPC ends
+// a call whose connection broke, which may follow its apply), else unknown_error. The message names etcd's words and the URL option to change
 // where there is one.
 [[noreturn]] void throw_rpc_error(const grpc::Status& status, std::string_view what, bool commit);
 

@@ -66,9 +66,14 @@ class Watcher::Run {
         cluster_.endpoint(i).note(stubs, grpc::Status::OK);
         if (renewed || !refused_for_token(first)) {
           if (follow(state, *ctx, *stream, std::move(first))) return;
-          start = Cluster::Clock::now();  // broke: open it again, from the same revision
+          // Broke: open it again, from the same revision, after a pause (a member that keeps
+          // accepting streams and dropping them must not make this a busy loop), preferring
+          // the next member.
+          start = Cluster::Clock::now();
           attempt = 0;
           renewed = false;
+          cluster_.move_on(i);
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
           continue;
         }
         // Named step: the token may have expired; renew it once and open the stream again.

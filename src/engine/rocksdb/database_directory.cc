@@ -57,7 +57,13 @@ DirectoryState inspect_directory(const rocksdb::Options& db_options, const std::
                                  std::string_view meta_family) {
   std::vector<std::string> families;
   if (!rocksdb::DB::ListColumnFamilies(db_options, path, &families).ok()) {
-    // No CURRENT file (or an unreadable directory: DB::Open reports that).
+    std::error_code ec;
+    // A CURRENT file RocksDB cannot follow (a lost or damaged manifest): a database, whose open
+    // reports what is wrong (corruption), not a directory to create one in.
+    if (std::filesystem::exists(std::filesystem::path(path) / "CURRENT", ec)) {
+      return DirectoryState::kKvqDatabase;
+    }
+    // No database (or an unreadable directory: DB::Open reports that).
     check_holds_nothing_else(path);
     return DirectoryState::kNew;
   }

@@ -18,7 +18,8 @@ enum class DirectoryState {
   // No database yet: the path does not exist, is empty, or holds only files RocksDB writes
   // before a database's CURRENT file (its creation was interrupted: a kill, a full disk).
   kNew,
-  // A RocksDB database with `meta_family`: kvq's.
+  // A RocksDB database with `meta_family`: kvq's; or one whose column families cannot be listed
+  // (a damaged manifest), which its open then reports.
   kKvqDatabase,
   // A RocksDB database with only an empty default column family: a kvq creation interrupted
   // between RocksDB's first commit of the database and the creation of `meta_family`.

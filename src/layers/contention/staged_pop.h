@@ -85,9 +85,6 @@ class StagedPops {
     bool gone = false;
     std::vector<KeyValue> items;
   };
-  // The items the latest transaction of ours that took any (consuming our delivery, or a batch
-  // serving our own request) took, and that transaction's marker. If it failed, the items are ours
-  // exactly when the marker is in the store.
   // What the attempts of one marked transaction of ours took for us, by attempt number (as
   // Markers::write records it): only the attempt whose number the marker holds took effect (the
   // marker may hold a fence instead: then none did).
