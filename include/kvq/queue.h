@@ -160,7 +160,7 @@ class Queue {
   void push_batch(Transaction& tr, std::span<const std::string_view> values);
   // Removes and returns up to `n` items from the front, in queue order, in ONE transaction
   // (idempotent under commit_unknown_result as pop()). Fewer than n if the queue holds fewer, or
-  // if more would not fit in one transaction of the engine (on etcd about 100). Empty if the
+  // if more would not fit in one transaction of the engine (on etcd about 50). Empty if the
   // queue is empty. High-contention mode: serves waiting pop requests first (no overtaking), over
   // several transactions if they do not fit in one.
   // Throws timed_out, having popped nothing, if no attempt could commit within
