@@ -49,8 +49,8 @@ std::string describe(const grpc::Status& status);
 // permission_denied (the user's roles do not cover the keys), commit_unknown_result (transport
 // error while `commit`), connection_failed (other transport errors), internal_error (kvq sent an
 // invalid Txn), commit_unknown_result for a `commit` that ended INTERNAL or UNKNOWN (how gRPC ends
-// a call whose connection broke, which may follow its apply), else unknown_error. The message names etcd's words and the URL option to change
-// where there is one.
+// a call whose connection broke, which may follow its apply), else unknown_error. The message names
+// etcd's words and the URL option to change where there is one.
 [[noreturn]] void throw_rpc_error(const grpc::Status& status, std::string_view what, bool commit);
 
 }  // namespace kvq::engine::etcd

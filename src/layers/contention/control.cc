@@ -94,9 +94,9 @@ Slot decode_slot(std::string_view v) {
 void check_options(const HighContentionOptions& options) {
   // (Larger batches are cut to the engine's limits anyway; the bound keeps batch_size + 1 an int.)
   if (options.batch_size < 1 || options.batch_size > kMaxBatchSize) {
-    throw Error(ErrorCode::kInvalidOptionValue,
-                "queue: contention.batch_size must be between 1 and " +
-                    std::to_string(kMaxBatchSize));
+    throw Error(
+        ErrorCode::kInvalidOptionValue,
+        "queue: contention.batch_size must be between 1 and " + std::to_string(kMaxBatchSize));
   }
   // (Longer ones would overflow the millisecond clock values they are added to.)
   const auto positive_and_bounded = [](std::chrono::milliseconds d) {

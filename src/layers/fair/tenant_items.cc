@@ -75,8 +75,7 @@ std::optional<std::vector<std::string>> TenantItems::pop(Transaction& tr, std::s
   if (timers_due(tr, *k, now_us)) return std::nullopt;
   std::vector<std::string> out;
   consume_fitting(tr, k->items, limits, contention::Side::kFront, n, short_batch,
-                  ItemWrites::kKeyOnly,
-                  [&](KeyValue& kv) {
+                  ItemWrites::kKeyOnly, [&](KeyValue& kv) {
                     tr.clear(kv.key);
                     out.push_back(std::move(kv.value));
                   });
