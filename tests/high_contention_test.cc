@@ -12,9 +12,9 @@
 
 #include "engine/engine.h"
 #include "engine/testing/fault_injection.h"
-#include "engine/watch_state.h"
 #include "kvq/kvq.h"
 #include "layers/contention/stats.h"
+#include "support/hooked_engine.h"
 #include "support/layer_fixture.h"
 #include "support/staged_requests.h"
 #include "support/test_values.h"
@@ -454,71 +454,6 @@ std::vector<testing::LayerParam> hc_only() {
 INSTANTIATE_TEST_SUITE_P(Engines, HighContentionTest, ::testing::ValuesIn(hc_only()),
                          testing::layer_param_name);
 
-// A memory engine whose first commit that clears `victim` fails with commit_unknown_result
-// without being applied, after which every read and commit fails with connection_failed for
-// `outage` (an etcd member lost just then).
-class OutageAfterUnknownCommit final : public engine::Engine {
- public:
-  OutageAfterUnknownCommit(std::shared_ptr<engine::Engine> base, std::chrono::milliseconds outage)
-      : base_(std::move(base)), outage_(outage) {}
-  void set_victim(std::string key) { victim_ = std::move(key); }
-  std::unique_ptr<engine::Session> begin() override {
-    return std::make_unique<Session>(*this, base_->begin());
-  }
-  void watch(std::string key, std::optional<std::string> value_seen, Version version,
-             std::shared_ptr<detail::WatchState> state) override {
-    base_->watch(std::move(key), std::move(value_seen), version, std::move(state));
-  }
-  std::uint64_t commit_batches() const override { return base_->commit_batches(); }
-  TransactionLimits limits() const override { return base_->limits(); }
-  bool commits_can_be_unknown() const override { return true; }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  class Session final : public engine::Session {
-   public:
-    Session(OutageAfterUnknownCommit& e, std::unique_ptr<engine::Session> base)
-        : e_(e), base_(std::move(base)) {}
-    Version read_version() override { return e_.reachable(), base_->read_version(); }
-    std::optional<std::string> get(std::string_view key) override {
-      return e_.reachable(), base_->get(key);
-    }
-    std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
-                                    bool reverse) override {
-      return e_.reachable(), base_->get_range(begin, end, limit, reverse);
-    }
-    engine::CommitResult commit(engine::CommitRequest request) override {
-      e_.reachable();
-      for (const engine::Mutation& m : request.mutations) {
-        if (m.type == engine::MutationType::kClear && m.param1 == e_.victim_ && !e_.struck_) {
-          e_.struck_ = true;
-          e_.down_until_ = Clock::now() + e_.outage_;
-          throw Error(ErrorCode::kCommitUnknownResult, "test: in doubt, not applied");
-        }
-      }
-      return base_->commit(std::move(request));
-    }
-    std::size_t operations(const std::vector<KeyRange>& reads,
-                           const std::vector<engine::Mutation>& writes) override {
-      return base_->operations(reads, writes);
-    }
-
-   private:
-    OutageAfterUnknownCommit& e_;
-    std::unique_ptr<engine::Session> base_;
-  };
-  void reachable() const {
-    if (Clock::now() < down_until_.load()) {
-      throw Error(ErrorCode::kConnectionFailed, "test: engine unreachable");
-    }
-  }
-  std::shared_ptr<engine::Engine> base_;
-  std::chrono::milliseconds outage_;
-  std::string victim_;
-  std::atomic<bool> struck_{false};
-  std::atomic<Clock::time_point> down_until_{Clock::time_point()};
-};
-
 // A staged pop whose fulfilment batch took its own item in a commit that was in doubt (and not
 // applied), and that then could not reach the engine for longer than request_ttl: another client
 // expired its request and popped the item. The pop gave up, fencing its marker. abandon() took the
@@ -526,8 +461,11 @@ class OutageAfterUnknownCommit final : public engine::Engine {
 // session 31). Only the attempt whose marker is in the store took the items in hand.
 TEST(HighContentionAbandon, AFencedBatchPutsNothingBack) {
   auto memory = open("memory:");
-  auto outage = std::make_shared<OutageAfterUnknownCommit>(memory->engine(), 600ms);
-  auto faulty = std::make_shared<Database>(outage, "outage:");
+  // Commits that can end in doubt (no fault drawn), so the layers write markers as on etcd.
+  auto in_doubt = std::make_shared<engine::FaultInjectionEngine>(memory->engine(),
+                                                                 engine::FaultInjectionOptions{});
+  auto hooked = std::make_shared<testing::HookedEngine>(in_doubt);
+  auto faulty = std::make_shared<Database>(hooked, "hooked:");
   const Subspace space(Tuple().append("abandon"));
   QueueOptions o;
   o.high_contention = true;
@@ -538,8 +476,21 @@ TEST(HighContentionAbandon, AFencedBatchPutsNothingBack) {
   other.push("B");
   memory->run([&](Transaction& tr) {
     // The first item, A: item keys (index, random) begin with an integer (type codes 0x0c-0x1c).
-    outage->set_victim(
-        tr.get_range(space.key() + '\x0c', space.key() + '\x1d', {.limit = 1}).at(0).key);
+    const std::string victim =
+        tr.get_range(space.key() + '\x0c', space.key() + '\x1d', {.limit = 1}).at(0).key;
+    // The first commit that clears it (the popper's batch, taking A for itself) ends in doubt, not
+    // applied, and the engine is then unreachable for longer than request_ttl.
+    hooked->before_commit_matching(
+        [victim](const engine::CommitRequest& request) {
+          return std::any_of(request.mutations.begin(), request.mutations.end(),
+                             [&](const engine::Mutation& m) {
+                               return m.type == engine::MutationType::kClear && m.param1 == victim;
+                             });
+        },
+        [&] {
+          hooked->unreachable_for(600ms);
+          throw Error(ErrorCode::kCommitUnknownResult, "test: in doubt, not applied");
+        });
     // A waiting request counted: the pop below stages instead of trying the fast path.
     tr.atomic_add(space.subspace(Tuple().append("kvq")).pack(Tuple().append("waiting")),
                   std::int64_t{1});

@@ -11,17 +11,27 @@ class HookedEngine::HookedSession final : public engine::Session {
  public:
   HookedSession(HookedEngine& engine, std::unique_ptr<engine::Session> base)
       : engine_(engine), base_(std::move(base)) {}
-  Version read_version() override { return base_->read_version(); }
-  std::optional<std::string> get(std::string_view key) override { return base_->get(key); }
+  Version read_version() override {
+    engine_.reachable(/*or_throw=*/true);
+    return base_->read_version();
+  }
+  std::optional<std::string> get(std::string_view key) override {
+    engine_.reachable(/*or_throw=*/true);
+    return base_->get(key);
+  }
   std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
                                   bool reverse) override {
     if (std::function<void()> event = engine_.take_read_event(begin, limit)) event();
+    engine_.reachable(/*or_throw=*/true);
     return base_->get_range(begin, end, limit, reverse);
   }
-  void prefetch(std::span<const engine::RangeQuery> queries) override { base_->prefetch(queries); }
+  void prefetch(std::span<const engine::RangeQuery> queries) override {
+    if (engine_.reachable(/*or_throw=*/false)) base_->prefetch(queries);
+  }
   void note_absent(std::string_view key) override { base_->note_absent(key); }
   engine::CommitResult commit(engine::CommitRequest request) override {
-    if (std::function<void()> event = engine_.take_commit_event()) event();
+    engine_.reachable(/*or_throw=*/true);
+    if (std::function<void()> event = engine_.take_commit_event(request)) event();
     return base_->commit(std::move(request));
   }
   std::size_t operations(const std::vector<KeyRange>& read_conflicts,
@@ -40,8 +50,30 @@ void HookedEngine::before_read(std::string begin, int limit, std::function<void(
 }
 
 void HookedEngine::before_commit(std::function<void()> event) {
+  before_commit_matching({}, std::move(event));
+}
+
+void HookedEngine::before_commit_matching(std::function<bool(const engine::CommitRequest&)> matches,
+                                          std::function<void()> event) {
   std::lock_guard lock(mu_);
+  commit_matches_ = std::move(matches);
   commit_event_ = std::move(event);
+}
+
+void HookedEngine::unreachable_for(std::chrono::milliseconds outage) {
+  std::lock_guard lock(mu_);
+  unreachable_until_ = std::chrono::steady_clock::now() + outage;
+}
+
+bool HookedEngine::reachable(bool or_throw) {
+  std::chrono::steady_clock::time_point until;
+  {
+    std::lock_guard lock(mu_);
+    until = unreachable_until_;
+  }
+  if (std::chrono::steady_clock::now() >= until) return true;
+  if (or_throw) throw Error(ErrorCode::kConnectionFailed, "hooked engine: unreachable");
+  return false;
 }
 
 void HookedEngine::fail_next_watch(Error error) {
@@ -72,8 +104,10 @@ std::function<void()> HookedEngine::take_read_event(std::string_view begin, int 
   return event;
 }
 
-std::function<void()> HookedEngine::take_commit_event() {
+std::function<void()> HookedEngine::take_commit_event(const engine::CommitRequest& request) {
   std::lock_guard lock(mu_);
+  if (!commit_event_ || (commit_matches_ && !commit_matches_(request))) return {};
+  commit_matches_ = {};
   return std::exchange(commit_event_, {});
 }
 

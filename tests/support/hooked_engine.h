@@ -1,7 +1,8 @@
 // An engine wrapper for tests that need another client's step at an exact moment of a layer's
 // transaction: it passes everything to the wrapped engine (reads, hints, limits, commits, watches),
-// except that, once each, it runs a callback before a given range read or before a commit, and
-// fails a watch with a given error.
+// except that, once each, it runs a callback before a given range read or before a commit (which
+// may throw, failing that commit without it reaching the wrapped engine), and fails a watch with a
+// given error; and that it can be unreachable for a while.
 //
 // Example:
 //   auto hooked = std::make_shared<HookedEngine>(db->engine());
@@ -10,6 +11,7 @@
 #ifndef KVQ_TESTS_SUPPORT_HOOKED_ENGINE_H_
 #define KVQ_TESTS_SUPPORT_HOOKED_ENGINE_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -31,8 +33,14 @@ class HookedEngine final : public engine::Engine {
   // did: on etcd a prefetch fixes it, and answers the read from what it fetched).
   void before_read(std::string begin, int limit, std::function<void()> event);
   // Runs `event` before the next commit reaches the wrapped engine (once; the commit then goes on
-  // with the reads it made before).
+  // with the reads it made before, unless `event` throws: then the commit throws that).
   void before_commit(std::function<void()> event);
+  // As before_commit, before the next commit whose request `matches`.
+  void before_commit_matching(std::function<bool(const engine::CommitRequest&)> matches,
+                              std::function<void()> event);
+  // For `outage` from now, every read and commit throws connection_failed (prefetches are
+  // dropped, as an engine's best-effort prefetch would be), as if the server could not be reached.
+  void unreachable_for(std::chrono::milliseconds outage);
   // Fails the next watch registered with `error`.
   void fail_next_watch(Error error);
 
@@ -54,12 +62,16 @@ class HookedEngine final : public engine::Engine {
   // The event due before a read of [begin, ...) with `limit`, or before a commit (taken: each
   // runs once); empty if none is.
   std::function<void()> take_read_event(std::string_view begin, int limit);
-  std::function<void()> take_commit_event();
+  std::function<void()> take_commit_event(const engine::CommitRequest& request);
+  // Whether the engine is reachable now; throws connection_failed if not and `or_throw`.
+  bool reachable(bool or_throw);
 
   std::shared_ptr<engine::Engine> base_;
   std::mutex mu_;
   std::optional<ReadTrigger> read_trigger_;
   std::function<void()> commit_event_;
+  std::function<bool(const engine::CommitRequest&)> commit_matches_;  // empty: any commit
+  std::chrono::steady_clock::time_point unreachable_until_;
   std::optional<Error> watch_error_;
 };
 
