@@ -213,6 +213,41 @@ TEST_P(HighContentionTest, APopBatchOvertakesNoWaitingRequestWhenTheyDoNotAllFit
   }
 }
 
+// The own-loop pop batch's pop_timeout bounds the whole call, not each of the transactions that
+// serve the waiting requests (found by review in session 31: here, transactions of 20 ms each
+// under a 100 ms timeout went on for seconds and returned items). It throws timed_out having taken
+// nothing for itself; the requests it served keep their items, in order, and a later batch goes on.
+TEST_P(HighContentionTest, APopBatchServingWaitingRequestsOverSeveralTransactionsKeepsItsTimeout) {
+  auto hooked = std::make_shared<testing::HookedEngine>(db_->engine());
+  auto hooked_db = std::make_shared<Database>(hooked, "hooked");
+  TransactionLimits small = db_->limits();
+  small.max_bytes = 4096;  // a few requests a transaction
+  hooked->report_limits(small);
+  QueueOptions o;
+  o.high_contention = true;
+  o.pop_timeout = 100ms;
+  Queue q(hooked_db, space_, o);
+  auto ids = staged_->add_phantoms(160);
+  for (int i = 0; i < 200; ++i) q.push("item-" + std::to_string(i));
+  hooked->slow_commits(20ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    q.pop_batch(20);
+    ADD_FAILURE() << "no timed_out";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTimedOut) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  const std::vector<std::string> later = hc_queue().pop_batch(20);
+  for (int i = 0; i < 160; ++i) {
+    EXPECT_EQ(staged_->delivered(ids[static_cast<std::size_t>(i)]), "item-" + std::to_string(i));
+  }
+  ASSERT_FALSE(later.empty());
+  for (std::size_t i = 0; i < later.size(); ++i) {
+    EXPECT_EQ(later[i], "item-" + std::to_string(160 + i));
+  }
+}
+
 // Issue 16, defect 1 (bytes): 120 requests for 99,000-byte items used to make one 12 MB batch
 // (transaction_too_large on every engine). Batches now stop at Database::limits().max_bytes.
 TEST_P(HighContentionTest, RequestsForLargeItemsAreServedWithinTheByteLimit) {

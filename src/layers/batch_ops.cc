@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "kvq/error.h"
 #include "layers/fitting.h"
 #include "layers/item_keys.h"
@@ -109,11 +110,16 @@ std::vector<std::string> ItemStore::pop_batch(Transaction& tr, Side side, std::s
 std::vector<std::string> ItemStore::pop_batch(Side side, std::size_t n, ShortBatch short_batch,
                                               std::chrono::milliseconds timeout) {
   if (n == 0) return {};
-  TransactionOptions options;
-  options.timeout = timeout;
   // Waiting high-contention pops that do not all fit in one transaction are served over several,
-  // this batch's items taken in the first that leaves none waiting.
-  for (;;) {
+  // this batch's items taken in the first that leaves none waiting; `timeout` bounds them all.
+  const common::SteadyTime deadline = common::deadline_of_timeout(timeout);
+  for (bool first = true;; first = false) {
+    if (!first && common::time_left(deadline).count() == 0) {
+      throw Error(ErrorCode::kTransactionTimedOut,
+                  "pop_batch: the timeout passed while it served waiting pop requests");
+    }
+    TransactionOptions options;
+    options.timeout = common::timeout_until(deadline);
     std::optional<std::vector<std::string>> got = run_marked(
         [&](Transaction& tr) -> std::optional<std::vector<std::string>> {
           if (!release_due_and_serve_waiting(tr, side)) return std::nullopt;

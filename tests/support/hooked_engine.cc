@@ -1,5 +1,6 @@
 #include "support/hooked_engine.h"
 
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,7 @@ class HookedEngine::HookedSession final : public engine::Session {
   engine::CommitResult commit(engine::CommitRequest request) override {
     engine_.reachable(/*or_throw=*/true);
     if (std::function<void()> event = engine_.take_commit_event(request)) event();
+    std::this_thread::sleep_for(engine_.commit_delay());
     return base_->commit(std::move(request));
   }
   std::size_t operations(const std::vector<KeyRange>& read_conflicts,
@@ -79,6 +81,26 @@ bool HookedEngine::reachable(bool or_throw) {
 void HookedEngine::fail_next_watch(Error error) {
   std::lock_guard lock(mu_);
   watch_error_ = std::move(error);
+}
+
+void HookedEngine::report_limits(TransactionLimits limits) {
+  std::lock_guard lock(mu_);
+  limits_ = limits;
+}
+
+TransactionLimits HookedEngine::limits() const {
+  std::lock_guard lock(mu_);
+  return limits_ ? *limits_ : base_->limits();
+}
+
+void HookedEngine::slow_commits(std::chrono::milliseconds each) {
+  std::lock_guard lock(mu_);
+  commit_delay_ = each;
+}
+
+std::chrono::milliseconds HookedEngine::commit_delay() {
+  std::lock_guard lock(mu_);
+  return commit_delay_;
 }
 
 std::unique_ptr<engine::Session> HookedEngine::begin() {

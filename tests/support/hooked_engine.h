@@ -2,7 +2,8 @@
 // transaction: it passes everything to the wrapped engine (reads, hints, limits, commits, watches),
 // except that, once each, it runs a callback before a given range read or before a commit (which
 // may throw, failing that commit without it reaching the wrapped engine), and fails a watch with a
-// given error; and that it can be unreachable for a while.
+// given error; and that it can be unreachable for a while, slow to commit, or report smaller
+// transaction limits.
 //
 // Example:
 //   auto hooked = std::make_shared<HookedEngine>(db->engine());
@@ -43,12 +44,17 @@ class HookedEngine final : public engine::Engine {
   void unreachable_for(std::chrono::milliseconds outage);
   // Fails the next watch registered with `error`.
   void fail_next_watch(Error error);
+  // Reports `limits` as the engine's (the layers fit their transactions to them; the wrapped
+  // engine keeps its own).
+  void report_limits(TransactionLimits limits);
+  // Every commit from now on waits `each` before it reaches the wrapped engine.
+  void slow_commits(std::chrono::milliseconds each);
 
   std::unique_ptr<engine::Session> begin() override;
   void watch(std::string key, std::optional<std::string> value_seen, Version version,
              std::shared_ptr<detail::WatchState> state) override;
   std::uint64_t commit_batches() const override { return base_->commit_batches(); }
-  TransactionLimits limits() const override { return base_->limits(); }
+  TransactionLimits limits() const override;
   bool commits_can_be_unknown() const override { return base_->commits_can_be_unknown(); }
   bool reads_take_round_trips() const override { return base_->reads_take_round_trips(); }
 
@@ -63,16 +69,19 @@ class HookedEngine final : public engine::Engine {
   // runs once); empty if none is.
   std::function<void()> take_read_event(std::string_view begin, int limit);
   std::function<void()> take_commit_event(const engine::CommitRequest& request);
+  std::chrono::milliseconds commit_delay();
   // Whether the engine is reachable now; throws connection_failed if not and `or_throw`.
   bool reachable(bool or_throw);
 
   std::shared_ptr<engine::Engine> base_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::optional<ReadTrigger> read_trigger_;
   std::function<void()> commit_event_;
   std::function<bool(const engine::CommitRequest&)> commit_matches_;  // empty: any commit
   std::chrono::steady_clock::time_point unreachable_until_;
   std::optional<Error> watch_error_;
+  std::optional<TransactionLimits> limits_;
+  std::chrono::milliseconds commit_delay_{0};
 };
 
 }  // namespace kvq::testing

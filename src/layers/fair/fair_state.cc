@@ -144,9 +144,17 @@ FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, 
 template <typename T>
 std::optional<T> FairState::serve_marked(const Serve<T>& serve_one,
                                          const TransactionOptions& options) {
-  for (;;) {
+  // options.timeout bounds them all, not each transaction.
+  const common::SteadyTime deadline = common::deadline_of_timeout(options.timeout);
+  TransactionOptions each = options;
+  for (bool first = true;; first = false) {
+    if (!first && common::time_left(deadline).count() == 0) {
+      throw Error(ErrorCode::kTransactionTimedOut,
+                  "fair queue: the timeout passed while turns retired emptied tenants");
+    }
+    each.timeout = common::timeout_until(deadline);
     Turn<T> turn = run_marked(
-        [&](Transaction& tr) { return serve<T>(tr, serve_one, kRetirePerTransaction); }, options);
+        [&](Transaction& tr) { return serve<T>(tr, serve_one, kRetirePerTransaction); }, each);
     if (turn.done) return std::move(turn.value);
   }
 }

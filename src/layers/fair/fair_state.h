@@ -115,6 +115,8 @@ class FairState {
   };
   template <typename T>
   Turn<T> serve(Transaction& tr, const Serve<T>& serve_one, int max_retired);
+  // serve() in marked transactions until a turn is done; options.timeout, if any, bounds them all
+  // (transaction_timed_out once it passed).
   template <typename T>
   std::optional<T> serve_marked(const Serve<T>& serve_one, const TransactionOptions& options = {});
   Serve<Lease> taker(std::chrono::milliseconds vt) const;
