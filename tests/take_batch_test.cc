@@ -182,6 +182,32 @@ TEST_P(TakeBatchTest, TakeBatchComposesWithTheCallersWrites) {
   EXPECT_EQ(q.pop(), "c");
 }
 
+// A batch after the caller's reads: its size came from the first item's cost, which reads low on
+// etcd (it counts max(compares, writes)) when the transaction's compares lead. A peek before a pop
+// batch made it 0 (the pop's conflict merged with the peek's): 300 items and transaction_too_large
+// (found by review in session 32). Each further item now counts at least its writes and one
+// compare. The take batch after 60 reads is the same case with 4 writes an item.
+TEST_P(TakeBatchTest, BatchesAfterTheCallersReadsFitTheEngineLimits) {
+  Queue q(db_, space_, options());
+  for (int i = 0; i < 600; i += 100) q.push_batch(numbered(i, 100));
+  const std::vector<std::string> popped = db_->run([&](Transaction& tr) {
+    EXPECT_EQ(q.peek(tr), numbered(0, 1)[0]);
+    return q.pop_batch(tr, 300);
+  });
+  ASSERT_FALSE(popped.empty());
+  const std::vector<Lease> taken = db_->run([&](Transaction& tr) {
+    for (int i = 0; i < 60; ++i) tr.get(space_.pack(Tuple().append("read").append(i)));
+    return q.take_batch(tr, 300, 30s);
+  });
+  ASSERT_FALSE(taken.empty());
+  std::vector<std::string> all = popped;
+  for (const Lease& l : taken) all.push_back(l.value);
+  EXPECT_EQ(all, numbered(0, static_cast<int>(all.size())));
+  if (!etcd()) {
+    EXPECT_EQ(all.size(), 600u);
+  }
+}
+
 // 8 threads take batches and ack every lease while a producer pushes; leases do not run out, so
 // a take is a pop for the history checker: each item delivered exactly once, FIFO order.
 TEST_P(TakeBatchTest, ConcurrentTakeBatchesAndAcksGetEveryItemExactlyOnce) {

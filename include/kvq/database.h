@@ -82,6 +82,7 @@ struct TransactionLimits {
 struct TransactionUsage {
   std::size_t bytes = 0;       // approximate_size()
   std::size_t operations = 0;  // engine operations (0 on engines without an operation bound)
+  std::size_t mutations = 0;   // sets, clears and atomic operations made, one each
 };
 
 // One key and its value, as returned by range reads.

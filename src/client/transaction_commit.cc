@@ -150,8 +150,11 @@ void TransactionState::reset() {
 TransactionUsage TransactionState::usage() {
   check_usable();
   // Engines without an operation bound count none: skip merging (copying) the read ranges.
-  if (engine_->limits().max_operations == TransactionLimits{}.max_operations) return {size_, 0};
-  return TransactionUsage{size_, session().operations(conflicts_.merged_reads(), mutations_)};
+  if (engine_->limits().max_operations == TransactionLimits{}.max_operations) {
+    return {size_, 0, mutations_.size()};
+  }
+  return TransactionUsage{size_, session().operations(conflicts_.merged_reads(), mutations_),
+                          mutations_.size()};
 }
 
 // The values the watches saw: the read version plus this transaction's writes. nullopt in the

@@ -43,13 +43,12 @@ class RoomForMore {
               std::size_t first_key_size, std::size_t first_value_size, ItemWrites writes)
       : writes_(writes), first_size_(counted_size(first_key_size, first_value_size)) {
     const TransactionUsage after = tr.usage();
-    const std::size_t ops = after.operations - before.operations;
     item_bytes_ = after.bytes - before.bytes + kSlackBytesPerItem;
     bytes_left_ = room(limits.max_bytes, after.bytes, kReserveBytes);
     items_ = bytes_left_ / item_bytes_;
-    if (ops > 0) {
-      items_ =
-          std::min(items_, room(limits.max_operations, after.operations, kReserveOperations) / ops);
+    if (limits.max_operations != TransactionLimits{}.max_operations) {
+      items_ = std::min(items_, room(limits.max_operations, after.operations, kReserveOperations) /
+                                    operations_per_item(before, after));
     }
   }
   // How many more items like the first fit.
@@ -69,6 +68,15 @@ class RoomForMore {
 
  private:
   static constexpr std::size_t kLargerItemFactor = 4;
+  // The engine operations each further item may add. An engine that counts max(compares, writes)
+  // (etcd) shows the first item's cost low when the transaction's compares lead, or when its
+  // read's conflict merged with an earlier one: each further item adds a compare (its record,
+  // read with a conflict) and as many writes as the first made, so it may add up to the larger.
+  static std::size_t operations_per_item(const TransactionUsage& before,
+                                         const TransactionUsage& after) {
+    return std::max(
+        {after.operations - before.operations, after.mutations - before.mutations, std::size_t{1}});
+  }
   // The bytes of an item its consumption writes or clears: its key, and its value if written.
   std::size_t counted_size(std::size_t key_size, std::size_t value_size) const {
     return key_size + (writes_ == ItemWrites::kValueToo ? value_size : 0);
