@@ -131,8 +131,6 @@ TEST_P(FairQueueTest, AWeightSetWhileTheTenantIsInTheRingActsFromItsNextRound) {
   EXPECT_EQ(fq.weight("i"), 2);
 }
 
-// A ring entry of the layout before the weight moved into it, ("r", turn, tenant) = (credit,),
-// is served (its weight read from the weight key) and then moved in the current layout.
 // Timed wake-ups (an expired lease's, a due delayed item's) sort behind the wake-ups of pushes,
 // and a turn files 16 at most. While pushes to many other tenants keep 16 or more of those
 // pending at every turn, a turn still files the oldest timed ones, so a tenant whose only item is
@@ -160,6 +158,30 @@ TEST_P(FairQueueTest, AnExpiredLeaseIsServedWhilePushesToManyTenantsKeepWakingTh
   EXPECT_EQ(code_of([&] { fq.ack(*lease); }), ErrorCode::kLeaseLost);
 }
 
+// Wake-ups of pushes sort by tenant, and a turn reads 16. While pushes to 20 tenants that sort
+// before "t" (all in the ring already) kept 16 of them pending at every turn, t's wake-up was never
+// read, and t's item waited as long as they pushed (found by review in session 32). A turn that
+// reads a full page now leaves the next turn to start after it, round to the start.
+TEST_P(FairQueueTest, APushIsServedWhilePushesToManyEarlierTenantsKeepWakingThem) {
+  FairQueue fq = make();
+  db_->run([&](Transaction& tr) {
+    for (int k = 0; k < 20; ++k) fq.push(tr, "p" + std::to_string(k), "v");
+  });
+  fq.push("t", "t-0");
+  int pops = 0;
+  for (bool served = false; !served && pops < 60; ++pops) {
+    db_->run([&](Transaction& tr) {
+      for (int k = 0; k < 20; ++k) fq.push(tr, "p" + std::to_string(k), "v");
+    });
+    const std::optional<FairItem> item = fq.pop();
+    ASSERT_TRUE(item);
+    served = item->tenant == "t";
+  }
+  EXPECT_LT(pops, 60) << "t's push waited behind the other tenants' wake-ups";
+}
+
+// A ring entry of the layout before the weight moved into it, ("r", turn, tenant) = (credit,),
+// is served (its weight read from the weight key) and then moved in the current layout.
 TEST_P(FairQueueTest, ARingEntryOfTheEarlierLayoutIsServedAndMoved) {
   FairQueue fq = make();
   fq.set_weight("o", 2);

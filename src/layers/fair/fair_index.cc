@@ -27,26 +27,48 @@ constexpr RangeOptions kDueRead{.limit = FairIndex::kFilePerOp, .snapshot = true
 
 void FairIndex::file_due(Transaction& tr, std::int64_t now_us) const {
   const contention::OwnedRead due = due_read(now_us);
-  file_wakes(tr, with_timed_wakes(tr, tr.get_range(due.begin, due.end, due.options), now_us));
+  file_wakes(tr, due_wakes(tr, due, tr.get_range(due.begin, due.end, due.options), now_us));
 }
 
-std::vector<KeyValue> FairIndex::with_timed_wakes(Transaction& tr, std::vector<KeyValue> first,
+std::vector<KeyValue> FairIndex::due_wakes(Transaction& tr, const contention::OwnedRead& read,
+                                           std::vector<KeyValue> first, std::int64_t now_us) const {
+  constexpr std::size_t kPage = kFilePerOp;
+  const KeyRange all = keys_.wakes_due(now_us);
+  if (first.size() < kPage && read.begin != all.begin) {
+    const int left = static_cast<int>(kPage - first.size());
+    for (KeyValue& kv : tr.get_range(all.begin, read.begin, {.limit = left, .snapshot = true})) {
+      first.push_back(std::move(kv));
+    }
+  }
+  std::string next_start = first.size() == kPage ? common::key_after(first.back().key) : "";
+  {
+    std::lock_guard lock(due_start_mu_);
+    due_start_ = std::move(next_start);
+  }
+  return with_timed_wakes(tr, std::move(first), now_us);
+}
+
+std::vector<KeyValue> FairIndex::with_timed_wakes(Transaction& tr, std::vector<KeyValue> wakes,
                                                   std::int64_t now_us) const {
-  // Sorted by due time: if the last one is for now, they all are.
-  if (first.size() < static_cast<std::size_t>(kFilePerOp) ||
-      keys_.wake_due_us(first.back().key) > 0) {
-    return first;
+  const auto timed = [&](const KeyValue& kv) { return keys_.wake_due_us(kv.key) > 0; };
+  if (wakes.size() < static_cast<std::size_t>(kFilePerOp) ||
+      std::any_of(wakes.begin(), wakes.end(), timed)) {
+    return wakes;
   }
-  const KeyRange timed = keys_.timed_wakes_due(now_us);
+  const KeyRange due = keys_.timed_wakes_due(now_us);
   for (KeyValue& kv :
-       tr.get_range(timed.begin, timed.end, {.limit = kTimedFilePerOp, .snapshot = true})) {
-    first.push_back(std::move(kv));
+       tr.get_range(due.begin, due.end, {.limit = kTimedFilePerOp, .snapshot = true})) {
+    wakes.push_back(std::move(kv));
   }
-  return first;
+  return wakes;
 }
 
 contention::OwnedRead FairIndex::due_read(std::int64_t now_us) const {
   KeyRange due = keys_.wakes_due(now_us);
+  {
+    std::lock_guard lock(due_start_mu_);
+    if (due_start_ > due.begin && due_start_ < due.end) due.begin = due_start_;
+  }
   return {std::move(due.begin), std::move(due.end), kDueRead};
 }
 
@@ -62,7 +84,7 @@ std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr,
   std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
   // Tenants filed go to the back of the ring, after every entry read: they change the head only
   // of a ring that held fewer than two entries.
-  if (file_wakes(tr, with_timed_wakes(tr, std::move(got[0]), now_us)) && got[1].size() < 2) {
+  if (file_wakes(tr, due_wakes(tr, due, std::move(got[0]), now_us)) && got[1].size() < 2) {
     return head(tr);
   }
   return head_of(std::move(got[1]));

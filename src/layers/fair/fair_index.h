@@ -13,6 +13,7 @@
 #define KVQ_SRC_LAYERS_FAIR_FAIR_INDEX_H_
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,11 +41,14 @@ class FairIndex {
   void cancel_wake(Transaction& tr, std::string_view tenant, std::int64_t due_us,
                    std::string_view id) const;
   // Files the tenants of up to kFilePerOp wake-ups due by `now_us` at the back of the ring
-  // (unless filed already) and clears those wake-ups. Wake-ups for now (pushes, acks) sort first;
-  // if they fill the kFilePerOp, the oldest kTimedFilePerOp timed ones (expired leases, due
-  // delayed items) are read and filed too, so that pushes to many tenants cannot hold them back.
+  // (unless filed already) and clears those wake-ups. Wake-ups for now (pushes, acks) sort first,
+  // by tenant; if they fill the kFilePerOp, the oldest kTimedFilePerOp timed ones (expired leases,
+  // due delayed items) are read and filed too, so that pushes to many tenants cannot hold them
+  // back. A read that found kFilePerOp leaves the next (of this process) to start after them,
+  // round to the start: wake-ups that pushes rewrite at every turn cannot keep later ones unread.
   void file_due(Transaction& tr, std::int64_t now_us) const;
-  // The first read of file_due(tr, now_us), and of window(tr, n) (for Transaction::prefetch).
+  // The first read of file_due(tr, now_us) (from where the last full one left off), and of
+  // window(tr, n) (for Transaction::prefetch).
   contention::OwnedRead due_read(std::int64_t now_us) const;
   contention::OwnedRead window_read(int n) const;
   // The reads file_due makes for a due wake-up of `tenant` (its `filed` and weight keys).
@@ -89,9 +93,15 @@ class FairIndex {
   std::vector<KeyValue> first(Transaction& tr, int n) const;
   // The head of a ring whose first (up to) two entries are `two`.
   std::optional<Head> head_of(std::vector<KeyValue> two) const;
-  // `first` (the wake-ups due_read read) and, if they are kFilePerOp wake-ups for now, the first
-  // kTimedFilePerOp timed wake-ups due by `now_us` (a second snapshot read).
-  std::vector<KeyValue> with_timed_wakes(Transaction& tr, std::vector<KeyValue> first,
+  // The wake-ups to file, `first` being what `read` (a due_read(now_us)) found: if it started
+  // past the start and found fewer than kFilePerOp, those before where it started, up to
+  // kFilePerOp in all (a second snapshot read); then with_timed_wakes. Moves the start of the
+  // next due_read.
+  std::vector<KeyValue> due_wakes(Transaction& tr, const contention::OwnedRead& read,
+                                  std::vector<KeyValue> first, std::int64_t now_us) const;
+  // `wakes` and, if they are kFilePerOp wake-ups for now, the first kTimedFilePerOp timed
+  // wake-ups due by `now_us` (a snapshot read).
+  std::vector<KeyValue> with_timed_wakes(Transaction& tr, std::vector<KeyValue> wakes,
                                          std::int64_t now_us) const;
   // Files the tenants of the due wake-ups `wakes` (unless filed already) and clears the wake-ups;
   // whether it filed any.
@@ -107,6 +117,9 @@ class FairIndex {
              std::int64_t weight) const;
 
   const FairKeys& keys_;
+  // Where due_read starts: after the last wake-up that a read of kFilePerOp found ("": the start).
+  mutable std::mutex due_start_mu_;
+  mutable std::string due_start_;
 };
 
 }  // namespace kvq::detail
