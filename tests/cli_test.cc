@@ -864,6 +864,36 @@ TEST_F(CliTest, AValueThatCannotBeWrittenToStdoutIsAnError) {
   EXPECT_NE(r.err.find("not put back"), std::string::npos) << r.err;
 }
 
+// A waiting pop or take with --count prints its first item before it pops or takes the rest: if
+// that print failed, it went on and popped (or leased) the rest, lost with it; and with --json
+// nothing was written until the command ended (found by review in session 32). It now stops at
+// the first failed print, JSON or not.
+TEST_F(CliTest, AWaitingPopOrTakeWhoseFirstPrintFailsTakesNoMore) {
+  if (!TestDb::kDurable) GTEST_SKIP() << "needs a database that outlives a command";
+  TestDb db;
+  ASSERT_EQ(run(db.flag() + " queue push a b c d e f g h").status, 0);
+  for (const char* json : {"", " --json"}) {
+    CliRun r = run(db.flag() + " queue pop --wait 1s -n 3" + json, "/dev/null", "/dev/full");
+    EXPECT_EQ(r.status, 1) << json;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("cannot write to standard output"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(run(db.flag() + " queue size").out, "6\n") << "one popped by each, no more";
+  EXPECT_EQ(run(db.flag() + " queue take --wait 1s -n 3 --json", "/dev/null", "/dev/full").status,
+            1);
+  EXPECT_NE(run(db.flag() + " queue stats").out.find("leased 1\n"), std::string::npos);
+}
+
+// A structure's name is a tuple string, so UTF-8: other bytes are a bad argument (exit 2), as
+// --tenant's are, not an error of the store (exit 1).
+TEST_F(CliTest, ANameThatIsNotUtf8IsABadArgument) {
+  for (const char* command : {" queue", " pq", " fair"}) {
+    CliRun r = run(std::string("--db memory:") + command + " --name \"$(printf '\\377')\" size");
+    EXPECT_EQ(r.status, 2) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("must be UTF-8"), std::string::npos) << r.err;
+  }
+}
+
 // The same when stdout is a pipe whose reader has gone (`kvq queue pop | head -c 1` once head is
 // done): the write fails with EPIPE instead of SIGPIPE killing kvq without a word (exit 141).
 TEST_F(CliTest, AValueThatCannotBeWrittenToAClosedPipeIsAnError) {

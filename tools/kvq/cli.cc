@@ -135,6 +135,17 @@ CLI::Validator NonEmpty() {
       "NONEMPTY");
 }
 
+CLI::Validator StructureName() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.empty()) return "must not be empty";
+        const std::size_t bad = tuple_codec::FirstInvalidUtf8(s);
+        if (bad == s.size()) return "";
+        return "must be UTF-8 (byte " + std::to_string(bad) + " is not)";
+      },
+      "NAME");
+}
+
 namespace {
 
 // Why `s` is not a duration as DurationMs() takes it ("" if it is one, stored in `ms`).
@@ -280,14 +291,36 @@ std::vector<std::string> read_values(const std::vector<std::string>& args, std::
   return values;
 }
 
+namespace {
+
+bool output_failed = false;
+
+}  // namespace
+
+std::string output_failure(int errno_value) {
+  const std::string why =
+      errno_value != 0 ? std::string(" (") + std::strerror(errno_value) + ")" : "";
+  return "cannot write to standard output" + why +
+         ": what the command printed may be incomplete (a popped or taken item is not put back)";
+}
+
+bool output_failure_reported() { return output_failed; }
+
+void emit(std::string_view text) {
+  errno = 0;
+  std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
+  std::cout.flush();
+  if (std::cout && std::fflush(stdout) == 0 && !std::ferror(stdout)) return;
+  output_failed = true;
+  throw CliError(kExitError, output_failure(errno));
+}
+
 int print_value(const std::optional<std::string>& value, bool raw, const std::string& what) {
   if (!value) {
     std::cerr << "kvq: " << what << " is empty\n";
     return kExitEmpty;
   }
-  std::cout.write(value->data(), static_cast<std::streamsize>(value->size()));
-  if (!raw) std::cout << '\n';
-  std::cout.flush();
+  emit(raw ? *value : *value + '\n');
   return kExitOk;
 }
 
@@ -328,7 +361,7 @@ int print_popped(const std::optional<std::string>& value, const PopFlags& flags,
   if (!value || !flags.json) return print_value(value, flags.raw, what);
   nlohmann::json j = nlohmann::json::object();
   put_bytes(j, "value", *value);
-  std::cout << json_line(j) << "\n";
+  emit(json_line(j) + "\n");
   return kExitOk;
 }
 

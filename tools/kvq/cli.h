@@ -67,10 +67,12 @@ void add_global_options(CLI::App& app, Context& ctx);
 void set_action(CLI::App* command, Context& ctx, std::function<int()> fn);
 
 // Validators. Int64(): a decimal int64 (no overflow, no trailing text). Uint64(): the same for a
-// uint64 (no sign). NonEmpty(): not "".
+// uint64 (no sign). NonEmpty(): not "". StructureName(): not "", and UTF-8 (a name is a tuple
+// string).
 CLI::Validator Int64();
 CLI::Validator Uint64();
 CLI::Validator NonEmpty();
+CLI::Validator StructureName();
 // A decimal int64 >= `min` (messages as Int64(), or "must be >= min, not S").
 CLI::Validator AtLeast(std::int64_t min);
 // A decimal int64 in [min, max] (messages as AtLeast, or "must be <= max, not S").
@@ -105,8 +107,18 @@ void guard_standard_descriptors();
 std::vector<std::string> read_values(const std::vector<std::string>& args, std::FILE* in,
                                      const std::string& command);
 
-// Prints `value` and a newline (raw: the value's bytes only) to stdout and returns kExitOk; for
-// nullopt prints "kvq: <what> is empty" to stderr and returns kExitEmpty.
+// Writes `text` to stdout and flushes it; throws CliError(kExitError) with output_failure() if it
+// could not all be written. The printers of popped and taken items use it: an item leaves the
+// process as soon as it is printed, and a command stops popping or taking once stdout failed.
+void emit(std::string_view text);
+// The message for output that could not be written, `errno_value` naming why (0: not known):
+// what the command printed may be incomplete, and a popped or taken item is not put back.
+std::string output_failure(int errno_value);
+// Whether emit() already threw output_failure() (so that it is reported once).
+bool output_failure_reported();
+
+// Prints `value` and a newline (raw: the value's bytes only) to stdout (emit) and returns kExitOk;
+// for nullopt prints "kvq: <what> is empty" to stderr and returns kExitEmpty.
 int print_value(const std::optional<std::string>& value, bool raw, const std::string& what);
 
 // The flags of `queue pop`, `pq pop-min` and `pq pop-max`.

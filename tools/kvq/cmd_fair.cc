@@ -73,11 +73,11 @@ int print_item(const std::optional<FairItem>& item, FairQueue& fq, std::string_v
     nlohmann::json j = nlohmann::json::object();
     put_bytes(j, "tenant", item->tenant);
     put_bytes(j, "value", item->value);
-    std::cout << json_line(j) << "\n";
+    emit(json_line(j) + "\n");
     return kExitOk;
   }
   if (item) {
-    std::cout << escape(item->tenant) << "\n";
+    emit(escape(item->tenant) + "\n");
     return print_value(item->value, false, "fair queue");
   }
   if (const std::int64_t ready = fq.size(); ready > 0) {
@@ -111,10 +111,10 @@ void add_pop_and_take(CLI::App* fair, Context& ctx, const std::shared_ptr<FairAr
     FairQueue fq = open_fair(ctx, *args);
     std::optional<Lease> lease = fq.take(std::chrono::milliseconds(args->vt_ms));
     if (lease && args->json) {
-      std::cout << json_line(lease_json(*lease)) << "\n";
+      emit(json_line(lease_json(*lease)) + "\n");
       return kExitOk;
     }
-    if (lease) std::cout << lease->token_text() << "\n";
+    if (lease) emit(lease->token_text() + "\n");
     return print_item(lease ? std::optional(FairItem{lease->tenant, lease->value}) : std::nullopt,
                       fq, "taken", false);
   });
@@ -176,7 +176,7 @@ void add_fair_commands(CLI::App& app, Context& ctx) {
   auto* fair =
       app.add_subcommand("fair", "operate on a fair queue across tenants (subspace (\"F\", NAME))");
   fair->add_option("--name", args->name, "fair queue name")
-      ->check(NonEmpty())
+      ->check(StructureName())
       ->capture_default_str();
   add_push(fair, ctx, args);
   add_pop_and_take(fair, ctx, args);

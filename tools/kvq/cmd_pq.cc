@@ -73,7 +73,8 @@ void add_peek(CLI::App* pq, Context& ctx, std::shared_ptr<PqArgs> args, bool max
 }
 
 void add_size_and_clear(CLI::App* pq, Context& ctx, std::shared_ptr<PqArgs> args) {
-  auto* size = pq->add_subcommand("size", "print the number of items");
+  auto* size = pq->add_subcommand(
+      "size", "print the number of ready items (not delayed or leased ones: see stats)");
   set_action(size, ctx, [&ctx, args] {
     std::cout << open_pq(ctx, *args).size() << "\n";
     return kExitOk;
@@ -91,7 +92,7 @@ void add_pq_commands(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<PqArgs>();
   auto* pq = app.add_subcommand("pq", "operate on a priority queue (subspace (\"P\", NAME))");
   pq->add_option("--name", args->name, "priority queue name")
-      ->check(NonEmpty())
+      ->check(StructureName())
       ->capture_default_str();
   add_push(pq, ctx, args);
   add_pop(pq, ctx, args, /*max=*/false);

@@ -61,7 +61,8 @@ void add_pop_and_peek(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> 
 }
 
 void add_size_and_clear(CLI::App* queue, Context& ctx, std::shared_ptr<QueueArgs> args) {
-  auto* size = queue->add_subcommand("size", "print the number of items");
+  auto* size = queue->add_subcommand(
+      "size", "print the number of ready items (not delayed or leased ones: see stats)");
   set_action(size, ctx, [&ctx, args] {
     std::cout << open_queue(ctx, *args).size() << "\n";
     return kExitOk;
@@ -128,7 +129,9 @@ void push_values(const Pushers& pushers, const std::vector<std::string>& values,
 void add_queue_commands(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<QueueArgs>();
   auto* queue = app.add_subcommand("queue", "operate on a FIFO queue (subspace (\"Q\", NAME))");
-  queue->add_option("--name", args->name, "queue name")->check(NonEmpty())->capture_default_str();
+  queue->add_option("--name", args->name, "queue name")
+      ->check(StructureName())
+      ->capture_default_str();
   add_push(queue, ctx, args);
   add_pop_and_peek(queue, ctx, args);
   add_size_and_clear(queue, ctx, args);

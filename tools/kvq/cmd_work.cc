@@ -32,10 +32,10 @@ struct WorkArgs {
 int print_lease(const std::optional<Lease>& lease, const WorkArgs& args, const std::string& what) {
   if (!lease) return print_value(std::nullopt, args.raw, what);
   if (args.json) {
-    std::cout << json_line(lease_json(*lease)) << "\n";
+    emit(json_line(lease_json(*lease)) + "\n");
     return kExitOk;
   }
-  std::cout << lease->token_text() << "\n";
+  emit(lease->token_text() + "\n");
   return print_value(lease->value, args.raw, what);
 }
 
@@ -157,8 +157,10 @@ void add_take(CLI::App* group, Context& ctx, std::function<Q()> open,
       name, "lease the next item: print its token, then the value (exit 3 if none is ready)");
   add_vt_option(command, args->vt_ms, "visibility timeout: 500ms, 30s, 5m");
   auto* raw = command->add_flag("--raw,-r", args->raw, "print the value's bytes only, no newline");
-  command->add_flag("--json", args->json,
-                    "print JSON (token, attempt, deadline_ms, priority, value or value_base64)");
+  auto* json = command->add_flag(
+      "--json", args->json,
+      "print JSON (token, attempt, deadline_ms, priority, value or value_base64)");
+  raw->excludes(json);
   auto* count =
       command
           ->add_option("--count,-n", args->take_count,

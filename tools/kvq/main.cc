@@ -164,10 +164,9 @@ int checked_output(int status) {
   const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
   if (!failed) return status;
   // errno names the cause if this flush met it; an earlier failed write may have left it unset.
-  const std::string why = errno != 0 ? std::string(" (") + std::strerror(errno) + ")" : "";
-  std::cerr << "kvq: error: cannot write to standard output" << why
-            << ": what the command printed may be incomplete (a popped or taken item is not put "
-               "back)\n";
+  if (!kvq::cli::output_failure_reported()) {
+    std::cerr << "kvq: error: " << kvq::cli::output_failure(errno) << "\n";
+  }
   return kvq::cli::kExitError;
 }
 
