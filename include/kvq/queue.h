@@ -273,14 +273,15 @@ class Queue {
   // The dead-letter queue: a Queue under subspace + ("kvq", "dead"), of the values that used up
   // max_attempts (pop, take, size, clear work on it as on any Queue).
   Queue dead_letters() const;
-  // Up to `limit` dead letters from its front with their history, without removing them.
+  // Up to `limit` (>= 0, else invalid_option_value) dead letters from its front with their
+  // history, without removing them.
   std::vector<DeadLetter> peek_dead_letters(int limit);
   // Moves up to `n` (>= 0) dead letters back to the back of this queue, attempts reset, in
   // transactions of up to 32; returns how many moved. Idempotent under commit_unknown_result.
   std::int64_t redrive(std::int64_t n);
   // As redrive(n) inside the caller's transaction: up to `n` move in it, fewer if more would not
-  // fit in what is left of the engine's byte limit (at least one, if there is one; no marker:
-  // idempotency is the caller's).
+  // fit in what is left of the engine's limits, bytes and (etcd) operations (at least one, if
+  // there is one; no marker: idempotency is the caller's).
   std::int64_t redrive(Transaction& tr, std::int64_t n);
   // Ready, delayed, leased and dead-letter counts (O(1), counters kept in the same transactions)
   // and the age of the front item. Snapshot reads: conflicts with nothing.

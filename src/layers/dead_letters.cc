@@ -38,7 +38,8 @@ void DeadLetters::add(Transaction& tr, std::string_view value, int attempts, std
 }
 
 std::vector<KeyValue> DeadLetters::front(Transaction& tr, int n, bool snapshot) {
-  if (n <= 0) return {};
+  if (n < 0) throw Error(ErrorCode::kInvalidOptionValue, "dead letters: limit must be >= 0");
+  if (n == 0) return {};
   return contention::read_end(tr, items_, contention::Side::kFront, n, snapshot);
 }
 

@@ -17,6 +17,9 @@ namespace {
 
 constexpr std::string_view kExpiredReason = "visibility timeout expired";
 constexpr std::string_view kNackedReason = "nacked";
+// The engine operations a redriven letter adds at most: its clear and its new item's set (etcd
+// counts max(compares, writes); the letter's read adds one compare).
+constexpr std::size_t kRedriveOperations = 2;
 
 int validated_max_attempts(const QueueOptions& options) {
   if (options.max_attempts < 0) {
@@ -328,11 +331,21 @@ std::int64_t WorkItems::redrive(std::int64_t n) {
 
 std::int64_t WorkItems::redrive(Transaction& tr, std::int64_t n) {
   check_redrive_count(n);
-  // As many as fit in what is left of the transaction's limits (at least one).
-  const std::size_t used = tr.usage().bytes, limit = db_->limits().max_bytes;
-  const std::size_t room = limit > used + kReserveBytes ? limit - used - kReserveBytes : 0;
+  // As many as fit in what is left of the transaction's limits (at least one): its bytes, and on
+  // an engine that counts operations, kRedriveOperations a letter.
+  const TransactionUsage used = tr.usage();
+  const TransactionLimits limits = db_->limits();
+  const auto left = [](std::size_t limit, std::size_t used, std::size_t reserve) {
+    return limit > used + reserve ? limit - used - reserve : 0;
+  };
+  std::size_t most = static_cast<std::size_t>(n);  // n >= 0: checked
+  if (limits.max_operations != TransactionLimits{}.max_operations) {
+    most = std::min(most, std::max<std::size_t>(
+                              1, left(limits.max_operations, used.operations, kReserveOperations) /
+                                     kRedriveOperations));
+  }
   std::vector<DeadLetter> letters = dead_.take_front(
-      tr, contention::range_limit(static_cast<std::size_t>(n)), room);  // n >= 0: checked
+      tr, contention::range_limit(most), left(limits.max_bytes, used.bytes, kReserveBytes));
   std::vector<std::int64_t> priorities;
   std::vector<std::string> randoms;
   for (const DeadLetter& d : letters) {

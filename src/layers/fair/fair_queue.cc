@@ -69,8 +69,10 @@ void FairQueue::push_batch(Transaction& tr, std::string_view tenant,
                            const std::vector<std::string>& values) {
   FairKeys::check_tenant(tenant);
   if (values.empty()) return;
-  state_->tenant_queue(tenant).push_batch(tr, values);
+  // The wake-up first: a batch that does not fit throws with its items in `tr`, which a caller
+  // may still commit; they must not be left without one.
   state_->pushed(tr, tenant, 0);
+  state_->tenant_queue(tenant).push_batch(tr, values);
 }
 
 std::optional<FairItem> FairQueue::pop() { return state_->pop(); }
