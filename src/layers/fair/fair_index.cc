@@ -25,13 +25,15 @@ constexpr RangeOptions kDueRead{.limit = FairIndex::kFilePerOp, .snapshot = true
 
 }  // namespace
 
-void FairIndex::file_due(Transaction& tr, std::int64_t now_us) const {
+bool FairIndex::file_due(Transaction& tr, std::int64_t now_us) const {
   const contention::OwnedRead due = due_read(now_us);
-  file_wakes(tr, due_wakes(tr, due, tr.get_range(due.begin, due.end, due.options), now_us));
+  DueWakes due_now = due_wakes(tr, due, tr.get_range(due.begin, due.end, due.options), now_us);
+  file_wakes(tr, due_now.wakes);
+  return due_now.page_full;
 }
 
-std::vector<KeyValue> FairIndex::due_wakes(Transaction& tr, const contention::OwnedRead& read,
-                                           std::vector<KeyValue> first, std::int64_t now_us) const {
+FairIndex::DueWakes FairIndex::due_wakes(Transaction& tr, const contention::OwnedRead& read,
+                                         std::vector<KeyValue> first, std::int64_t now_us) const {
   constexpr std::size_t kPage = kFilePerOp;
   const KeyRange all = keys_.wakes_due(now_us);
   if (first.size() < kPage && read.begin != all.begin) {
@@ -40,12 +42,13 @@ std::vector<KeyValue> FairIndex::due_wakes(Transaction& tr, const contention::Ow
       first.push_back(std::move(kv));
     }
   }
-  std::string next_start = first.size() == kPage ? common::key_after(first.back().key) : "";
+  const bool page_full = first.size() == kPage;
+  std::string next_start = page_full ? common::key_after(first.back().key) : "";
   {
     std::lock_guard lock(due_start_mu_);
     due_start_ = std::move(next_start);
   }
-  return with_timed_wakes(tr, std::move(first), now_us);
+  return {with_timed_wakes(tr, std::move(first), now_us), page_full};
 }
 
 std::vector<KeyValue> FairIndex::with_timed_wakes(Transaction& tr, std::vector<KeyValue> wakes,
@@ -77,17 +80,15 @@ contention::OwnedRead FairIndex::window_read(int n) const {
   return {std::move(ring.begin), std::move(ring.end), {.limit = n}};
 }
 
-std::optional<FairIndex::Head> FairIndex::file_due_and_head(Transaction& tr,
-                                                            std::int64_t now_us) const {
+FairIndex::Filed FairIndex::file_due_and_head(Transaction& tr, std::int64_t now_us) const {
   const contention::OwnedRead due = due_read(now_us), ring = window_read(2);
   const RangeRead reads[] = {due.view(), ring.view()};
   std::vector<std::vector<KeyValue>> got = tr.get_ranges(reads);
+  DueWakes due_now = due_wakes(tr, due, std::move(got[0]), now_us);
   // Tenants filed go to the back of the ring, after every entry read: they change the head only
   // of a ring that held fewer than two entries.
-  if (file_wakes(tr, due_wakes(tr, due, std::move(got[0]), now_us)) && got[1].size() < 2) {
-    return head(tr);
-  }
-  return head_of(std::move(got[1]));
+  if (file_wakes(tr, due_now.wakes) && got[1].size() < 2) return {head(tr), due_now.page_full};
+  return {head_of(std::move(got[1])), due_now.page_full};
 }
 
 bool FairIndex::file_wakes(Transaction& tr, const std::vector<KeyValue>& wakes) const {

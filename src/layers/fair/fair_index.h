@@ -46,7 +46,8 @@ class FairIndex {
   // due delayed items) are read and filed too, so that pushes to many tenants cannot hold them
   // back. A read that found kFilePerOp leaves the next (of this process) to start after them,
   // round to the start: wake-ups that pushes rewrite at every turn cannot keep later ones unread.
-  void file_due(Transaction& tr, std::int64_t now_us) const;
+  // Returns whether more may be due than it read (it read kFilePerOp).
+  bool file_due(Transaction& tr, std::int64_t now_us) const;
   // The first read of file_due(tr, now_us) (from where the last full one left off), and of
   // window(tr, n) (for Transaction::prefetch).
   contention::OwnedRead due_read(std::int64_t now_us) const;
@@ -70,7 +71,11 @@ class FairIndex {
   std::string next_tenant(const Head& head) const;
   // file_due(tr, now_us), then head(tr), with the two first reads made together
   // (Transaction::get_ranges: one round trip on etcd instead of two).
-  std::optional<Head> file_due_and_head(Transaction& tr, std::int64_t now_us) const;
+  struct Filed {
+    std::optional<Head> head;
+    bool more_due = false;  // as file_due returns
+  };
+  Filed file_due_and_head(Transaction& tr, std::int64_t now_us) const;
   // Takes `entry`'s tenant out of the ring.
   void retire(Transaction& tr, const RingEntry& entry) const;
   // `entry`'s tenant was served `served` (>= 1) times in a row: it keeps the turn while it has
@@ -96,9 +101,13 @@ class FairIndex {
   // The wake-ups to file, `first` being what `read` (a due_read(now_us)) found: if it started
   // past the start and found fewer than kFilePerOp, those before where it started, up to
   // kFilePerOp in all (a second snapshot read); then with_timed_wakes. Moves the start of the
-  // next due_read.
-  std::vector<KeyValue> due_wakes(Transaction& tr, const contention::OwnedRead& read,
-                                  std::vector<KeyValue> first, std::int64_t now_us) const;
+  // next due_read. `page_full`: it read kFilePerOp (before the timed ones), so more may be due.
+  struct DueWakes {
+    std::vector<KeyValue> wakes;
+    bool page_full = false;
+  };
+  DueWakes due_wakes(Transaction& tr, const contention::OwnedRead& read,
+                     std::vector<KeyValue> first, std::int64_t now_us) const;
   // `wakes` and, if they are kFilePerOp wake-ups for now, the first kTimedFilePerOp timed
   // wake-ups due by `now_us` (a snapshot read).
   std::vector<KeyValue> with_timed_wakes(Transaction& tr, std::vector<KeyValue> wakes,

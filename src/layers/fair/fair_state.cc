@@ -122,7 +122,8 @@ FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, 
   const std::int64_t now = now_us();
   hint_guessed_turn(tr, now, /*take=*/std::is_same_v<T, Lease>);
   // The head and whether another tenant follows it (if not, it stays in place).
-  std::optional<FairIndex::Head> head = index_.file_due_and_head(tr, now);
+  FairIndex::Filed filed = index_.file_due_and_head(tr, now);
+  std::optional<FairIndex::Head> head = std::move(filed.head);
   TurnCosts costs;
   costs.before = tr.usage();
   for (int retired = 0; head; head = index_.head(tr)) {
@@ -138,7 +139,8 @@ FairState::Turn<T> FairState::serve(Transaction& tr, const Serve<T>& serve_one, 
       return {false, std::nullopt};
     }
   }
-  return {};
+  // No tenant is ready. Unless more wake-ups may be due than were filed: then commit and go on.
+  return {!filed.more_due, std::nullopt};
 }
 
 template <typename T>

@@ -106,8 +106,9 @@ class FairState {
   static constexpr std::size_t kCachedTenants = 256;
 
  private:
-  // At most one served turn; `done` false if kRetirePerTransaction tenants left the ring first
-  // (the caller commits and goes on).
+  // At most one served turn; `done` false if kRetirePerTransaction tenants left the ring first,
+  // or if none was ready but more wake-ups may be due than it filed (the caller commits and goes
+  // on).
   template <typename T>
   struct Turn {
     bool done = true;

@@ -38,7 +38,7 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
                                                                const TransactionLimits& limits,
                                                                std::int64_t now) {
   std::vector<std::optional<FairItem>> out;
-  index_.file_due(tr, now);
+  const bool more_due = index_.file_due(tr, now);
   TurnCosts costs;
   int retired = 0;
   while (out.size() < n) {
@@ -53,7 +53,10 @@ std::vector<std::optional<FairItem>> FairState::turns_that_fit(Transaction& tr, 
     const std::vector<RingEntry> ring = index_.window(tr, static_cast<int>(wanted) + 1);
     // A turn's cost below is the tenant's own (its pops, its entry's move), not the window's.
     costs.before = tr.usage();
-    if (ring.empty()) {  // nothing ready: every pop left gets nullopt
+    if (ring.empty()) {
+      // More wake-ups may be due than were filed: what was served so far, and the caller commits
+      // and goes on. Else nothing is ready: every pop left gets nullopt.
+      if (more_due) return out;
       out.resize(n);
       break;
     }
