@@ -68,6 +68,9 @@ struct FairQueueOptions {
   // a popper that died) goes to the next pop. Measured on etcd (docs/benchmarks.md, session 11):
   // 15x fewer retries per pop, but fewer pops/s than without it, across processes too (one
   // fulfiller's batches make a round trip per tenant read); prefer combine there. Default: false.
+  // Every client of one fair queue should use the same mode: only high-contention pops hand out
+  // staged items (a plain pop would serve the tenant's next item ahead of its staged one, and the
+  // staged one stays until a high-contention pop comes).
   bool high_contention = false;
   // Tuning of high-contention mode (as QueueOptions::contention; invalid values throw
   // invalid_option_value).

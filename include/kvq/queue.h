@@ -63,7 +63,9 @@ struct HighContentionOptions {
 // Options of Queue, and of PriorityQueue (PriorityQueueOptions is the same struct).
 struct QueueOptions {
   // Pops that conflict register a request and are served in batches by one fulfiller (see
-  // docs/queues.md). Default: false (the plain recipe: pops retry on conflict).
+  // docs/queues.md). Default: false (the plain recipe: pops retry on conflict). Every client of
+  // one queue (threads, processes) should use the same mode: only high-contention pops put back
+  // an item delivered to a popper that died, and only they wait their turn behind requests.
   bool high_contention = false;
   // Tuning of high-contention mode.
   HighContentionOptions contention;

@@ -12,7 +12,7 @@
 //   dead.written("q/5");                             // [q/0, q/5) and [q/5\0, q/9) remain
 //
 // Thread safety: skip() and learn() from readers holding the store's shared lock (the internal
-// mutex orders them); written() and clear() from the writer holding the store's exclusive lock.
+// mutex orders them); written() from the writer holding the store's exclusive lock.
 #ifndef KVQ_SRC_ENGINE_MEMORY_DEAD_RANGES_H_
 #define KVQ_SRC_ENGINE_MEMORY_DEAD_RANGES_H_
 

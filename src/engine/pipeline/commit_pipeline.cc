@@ -114,10 +114,12 @@ class PipelineEngine final : public engine::Engine,
   void process(std::vector<Writer*>& batch, bool& applied) {
     const Version now = versions_.now();
     collect_garbage(now);
+    // Taken before the resolver runs: a batch that fails inside it after the checker recorded its
+    // writes leaves a gap, not a version used twice.
     const Version version = std::max(last_version_ + 1, now);
+    last_version_ = version;
     ResolvedBatch resolved = resolver_.run(batch, version);
     if (!resolved.any_committed) return;
-    last_version_ = version;
     if (!apply(batch, version, resolved.writes)) return;
     applied = true;
     commit_batches_.fetch_add(1, std::memory_order_relaxed);
