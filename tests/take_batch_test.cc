@@ -185,8 +185,9 @@ TEST_P(TakeBatchTest, TakeBatchComposesWithTheCallersWrites) {
 // A batch after the caller's reads: its size came from the first item's cost, which reads low on
 // etcd (it counts max(compares, writes)) when the transaction's compares lead. A peek before a pop
 // batch made it 0 (the pop's conflict merged with the peek's): 300 items and transaction_too_large
-// (found by review in session 32). Each further item now counts at least its writes and one
-// compare. The take batch after 60 reads is the same case with 4 writes an item.
+// (found by review in session 32). Each further item now counts at least its writes, or one
+// compare if more. The take batch after 60 reads checks a take's 4 writes an item fit as well
+// (it passed before too).
 TEST_P(TakeBatchTest, BatchesAfterTheCallersReadsFitTheEngineLimits) {
   Queue q(db_, space_, options());
   for (int i = 0; i < 600; i += 100) q.push_batch(numbered(i, 100));

@@ -140,7 +140,7 @@ class FairQueue {
   // As pop(), but while nothing is ready it blocks (on a watch of a counter every push writes)
   // until an item comes or `timeout` (>= 0, else invalid_option_value) passes: nullopt then. As
   // Queue::pop_wait, an attempt under way may take up to 1 s more, and one whose commits keep
-  // failing throws timed_out (nothing popped); with options.combine the attempts are not bounded
+  // failing throws timed_out (nothing popped); with options.combine too, the attempts are bounded
   // by the timeout.
   std::optional<FairItem> pop_wait(std::chrono::milliseconds timeout);
 

@@ -72,6 +72,8 @@ class RoomForMore {
   // (etcd) shows the first item's cost low when the transaction's compares lead, or when its
   // read's conflict merged with an earlier one: each further item adds a compare (its record,
   // read with a conflict) and as many writes as the first made, so it may add up to the larger.
+  // (etcd counts compares plus writes in a transaction with versionstamps: a composed one that
+  // writes them can still outgrow the limit; docs/queues.md, "Pop batch".)
   static std::size_t operations_per_item(const TransactionUsage& before,
                                          const TransactionUsage& after) {
     return std::max(

@@ -209,12 +209,13 @@ WorkItems::Held WorkItems::hold(Transaction& tr, const Lease& lease, bool with_v
   return h;
 }
 
-void WorkItems::ack(Transaction& tr, const Lease& lease) {
+std::int64_t WorkItems::ack(Transaction& tr, const Lease& lease) {
   const Held h = hold(tr, lease, false);
   tr.clear(h.fence);
   tr.clear(h.due_key);
   tr.clear(held(h.timer.base));
   add(tr, keys_.leased(), -1);
+  return h.timer.due_us;
 }
 
 void WorkItems::ack(const Lease& lease) {
@@ -224,8 +225,8 @@ void WorkItems::ack(const Lease& lease) {
   });
 }
 
-void WorkItems::nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay,
-                     std::string_view reason) {
+std::int64_t WorkItems::nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay,
+                             std::string_view reason) {
   const std::int64_t later_us = delay_us(delay);
   DeadLetters::check_reason(reason);
   const Held h = hold(tr, lease, true);
@@ -245,6 +246,7 @@ void WorkItems::nack(Transaction& tr, const Lease& lease, std::chrono::milliseco
     tr.set(keys_.due(later), h.value);
     add(tr, keys_.delayed(), 1);
   }
+  return h.timer.due_us;
 }
 
 void WorkItems::nack(const Lease& lease, std::chrono::milliseconds delay, std::string_view reason) {
@@ -257,9 +259,10 @@ void WorkItems::nack(const Lease& lease, std::chrono::milliseconds delay, std::s
 }
 
 WallClock::time_point WorkItems::extend(Transaction& tr, const Lease& lease,
-                                        std::chrono::milliseconds vt) {
+                                        std::chrono::milliseconds vt, std::int64_t* was_due_us) {
   const std::int64_t vt_us = positive_us(vt);
   const Held h = hold(tr, lease, true);
+  if (was_due_us) *was_due_us = h.timer.due_us;
   Timer timer = h.timer;
   timer.due_us = now_us() + vt_us;
   const std::string due_key = keys_.due(timer);

@@ -66,13 +66,16 @@ class WorkItems {
   // The read next_due_us(tr) makes (for Transaction::prefetch).
   contention::OwnedRead next_due_read() const;
   // Throw lease_lost if the lease's fence is gone, invalid_lease_token for a bad token,
-  // invalid_option_value for a bad duration; then nothing is changed.
-  void ack(Transaction& tr, const Lease& lease);
+  // invalid_option_value for a bad duration; then nothing is changed. The forms in a transaction
+  // return (ack, nack) or set in *was_due_us (extend, if not null) the due time (unix us) the
+  // lease's timer had: its deadline as the last extend left it, which `lease` may not know.
+  std::int64_t ack(Transaction& tr, const Lease& lease);
   void ack(const Lease& lease);
-  void nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay,
-            std::string_view reason);
+  std::int64_t nack(Transaction& tr, const Lease& lease, std::chrono::milliseconds delay,
+                    std::string_view reason);
   void nack(const Lease& lease, std::chrono::milliseconds delay, std::string_view reason);
-  WallClock::time_point extend(Transaction& tr, const Lease& lease, std::chrono::milliseconds vt);
+  WallClock::time_point extend(Transaction& tr, const Lease& lease, std::chrono::milliseconds vt,
+                               std::int64_t* was_due_us = nullptr);
   WallClock::time_point extend(const Lease& lease, std::chrono::milliseconds vt);
 
   // When a push with `options` is due (unix us), or nullopt if it is due now (a plain push).

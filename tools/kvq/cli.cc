@@ -4,16 +4,13 @@
 #include <fcntl.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <type_traits>
 
 #include "common/bytes.h"
 #include "tuple/tuple_codec.h"  // FirstInvalidUtf8
@@ -60,163 +57,6 @@ void add_global_options(CLI::App& app, Context& ctx) {
 
 void set_action(CLI::App* command, Context& ctx, std::function<int()> fn) {
   command->callback([&ctx, fn = std::move(fn)] { ctx.action = fn; });
-}
-
-namespace {
-
-// Why `s` is not a decimal int64 ("" if it is one, stored in `v`).
-// Why `s` is not a decimal integer of type T, whose name is `type` ("" if it is one, stored in
-// `v`). Unsigned types take no sign.
-template <typename T>
-std::string parse_integer(const std::string& s, T& v, const char* type) {
-  const char* end = s.data() + s.size();
-  auto [ptr, ec] = std::from_chars(s.data(), end, v);
-  if (ec == std::errc::result_out_of_range) return "'" + s + "' is out of the " + type + " range";
-  if (ec != std::errc() || ptr != end) {
-    return "'" + s + "' is not " + (std::is_signed_v<T> ? "an integer" : "a whole number >= 0");
-  }
-  return {};
-}
-
-std::string parse_int64(const std::string& s, std::int64_t& v) {
-  return parse_integer(s, v, "int64");
-}
-
-}  // namespace
-
-// The validators below leave the number they accept in its canonical decimal form: CLI11's own
-// conversion, which runs after them, reads "010" as octal 8 and "0x10" as 16.
-
-CLI::Validator Int64() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        std::int64_t v = 0;
-        std::string error = parse_int64(s, v);
-        if (error.empty()) s = std::to_string(v);
-        return error;
-      },
-      "INT64");
-}
-
-CLI::Validator Uint64() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        std::uint64_t v = 0;
-        std::string error = parse_integer(s, v, "uint64");
-        if (error.empty()) s = std::to_string(v);
-        return error;
-      },
-      "UINT64");
-}
-
-CLI::Validator AtLeast(std::int64_t min) {
-  return Between(min, std::numeric_limits<std::int64_t>::max());
-}
-
-CLI::Validator Between(std::int64_t min, std::int64_t max) {
-  const std::string name = max == std::numeric_limits<std::int64_t>::max()
-                               ? ">=" + std::to_string(min)
-                               : std::to_string(min) + ".." + std::to_string(max);
-  return CLI::Validator(
-      [min, max](std::string& s) -> std::string {
-        std::int64_t v = 0;
-        std::string error = parse_int64(s, v);
-        if (error.empty() && v < min) error = "must be >= " + std::to_string(min) + ", not " + s;
-        if (error.empty() && v > max) error = "must be <= " + std::to_string(max) + ", not " + s;
-        if (error.empty()) s = std::to_string(v);
-        return error;
-      },
-      name);
-}
-
-CLI::Validator NonEmpty() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string { return s.empty() ? "must not be empty" : ""; },
-      "NONEMPTY");
-}
-
-CLI::Validator StructureName() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        if (s.empty()) return "must not be empty";
-        const std::size_t bad = tuple_codec::FirstInvalidUtf8(s);
-        if (bad == s.size()) return "";
-        return "must be UTF-8 (byte " + std::to_string(bad) + " is not)";
-      },
-      "NAME");
-}
-
-namespace {
-
-// Why `s` is not a duration as DurationMs() takes it ("" if it is one, stored in `ms`).
-std::string parse_duration_ms(const std::string& s, std::int64_t& ms) {
-  const std::size_t digits = s.find_first_not_of("0123456789");
-  const std::string unit = digits == std::string::npos ? "" : s.substr(digits);
-  const std::map<std::string, std::int64_t> per_unit{{"ms", 1}, {"s", 1000}, {"m", 60'000}};
-  const auto it = per_unit.find(unit);
-  if (!s.empty() && s[0] == '-') return "must not be negative, not " + s;
-  if (s.empty() || digits == 0 || unit[0] == '.') {
-    return "'" + s + "' is not a whole number with a unit (500ms, 5s, 2m)";
-  }
-  if (unit.empty()) return "Missing mandatory unit (ms, s or m): " + s;
-  if (it == per_unit.end()) return "unknown unit '" + unit + "' (ms, s or m): " + s;
-  std::int64_t n = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + digits, n);
-  const std::int64_t max_ms = kMaxWorkDuration.count();
-  if (ec != std::errc() || n > max_ms / it->second) {
-    return "must be at most 10 years (" + std::to_string(max_ms) + "ms), not " + s;
-  }
-  ms = n * it->second;
-  return {};
-}
-
-}  // namespace
-
-CLI::Validator DurationMs() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        std::int64_t ms = 0;
-        std::string error = parse_duration_ms(s, ms);
-        if (error.empty()) s = std::to_string(ms);
-        return error;
-      },
-      "DURATION");
-}
-
-void add_delay_option(CLI::App* command, std::int64_t& delay_ms, const std::string& help) {
-  command->add_option("--delay", delay_ms, help)->transform(DurationMs());
-}
-
-CLI::Validator LongerThanZero() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string { return s == "0" ? "must be longer than 0ms" : ""; },
-      ">0");
-}
-
-void add_vt_option(CLI::App* command, std::int64_t& vt_ms, const std::string& help) {
-  command->add_option("--vt", vt_ms, help)
-      ->transform(DurationMs())
-      ->check(LongerThanZero())
-      ->default_str(std::to_string(vt_ms) + "ms");  // as --vt takes it: with its unit
-}
-
-void add_token_arg(CLI::App* command, std::string& token) {
-  command->add_option("token", token, "the lease token `take` printed")->required();
-}
-
-void add_values_arg(CLI::App* command, std::vector<std::string>& values) {
-  // CLI11 (2.1) keeps a positional list going while it has fewer values than its minimum, or
-  // else while it allows extra values; the latter also splits "[a,b]" into a and b (dropping
-  // empty items), and lets a later `--` end the list and hand what follows back to the parent
-  // command as options. A minimum as large as the list's maximum, with no extra values, keeps the
-  // list going without either; TakeAll skips the check of that minimum after parsing (the
-  // required() check still wants one value).
-  constexpr int kMany = CLI::detail::expected_max_vector_size;
-  command->add_option("value", values, "values to push; '-' reads one value from stdin")
-      ->required()
-      ->allow_extra_args(false)
-      ->expected(kMany, kMany)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 namespace {
@@ -356,12 +196,30 @@ std::chrono::milliseconds batch_pop_timeout(const PopFlags& flags) {
   return std::chrono::milliseconds(flags.timeout_ms > 0 ? flags.timeout_ms : flags.wait_ms);
 }
 
+namespace {
+
+// What print_popped prints for a popped value: a line of JSON with --json, else the value and a
+// newline (--raw: its bytes alone).
+std::string popped_text(const std::string& value, const PopFlags& flags) {
+  if (!flags.json) return flags.raw ? value : value + '\n';
+  nlohmann::json j = nlohmann::json::object();
+  put_bytes(j, "value", value);
+  return json_line(j) + "\n";
+}
+
+// Prints the values of one pop batch, as print_popped would one by one, in one write.
+void print_batch(const std::vector<std::string>& values, const PopFlags& flags) {
+  std::string text;
+  for (const std::string& v : values) text += popped_text(v, flags);
+  emit(text);
+}
+
+}  // namespace
+
 int print_popped(const std::optional<std::string>& value, const PopFlags& flags,
                  const std::string& what) {
-  if (!value || !flags.json) return print_value(value, flags.raw, what);
-  nlohmann::json j = nlohmann::json::object();
-  put_bytes(j, "value", *value);
-  emit(json_line(j) + "\n");
+  if (!value) return print_value(value, flags.raw, what);
+  emit(popped_text(*value, flags));
   return kExitOk;
 }
 
@@ -372,10 +230,10 @@ int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
     const std::optional<std::string> first = fns.wait(std::chrono::milliseconds(flags.wait_ms));
     if (!first) return print_value(std::nullopt, flags.raw, what);
     // Printed before the batch: the value is gone from the queue, and the batch may take long
-    // (its commits retried) or be interrupted.
+    // (its commits retried) or be interrupted; if it could not be printed, emit throws and
+    // nothing more is popped.
     print_popped(first, flags, what);
-    if (count > 1) values = fns.batch(count - 1);
-    for (const auto& v : values) print_popped(v, flags, what);
+    if (count > 1) print_batch(fns.batch(count - 1), flags);
     return kExitOk;
   }
   if (count == 1) {
@@ -384,7 +242,7 @@ int run_pop(const PopFns& fns, const PopFlags& flags, const std::string& what) {
     values = fns.batch(count);
   }
   if (values.empty()) return print_value(std::nullopt, flags.raw, what);
-  for (const auto& v : values) print_popped(v, flags, what);
+  print_batch(values, flags);
   return kExitOk;
 }
 

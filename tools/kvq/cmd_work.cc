@@ -29,14 +29,17 @@ struct WorkArgs {
   bool raw = false;
 };
 
+// What print_lease prints for a lease: a line of JSON with --json, else its token on a line,
+// then its value as print_value prints it.
+std::string lease_text(const Lease& lease, const WorkArgs& args) {
+  if (args.json) return json_line(lease_json(lease)) + "\n";
+  return lease.token_text() + "\n" + (args.raw ? lease.value : lease.value + '\n');
+}
+
 int print_lease(const std::optional<Lease>& lease, const WorkArgs& args, const std::string& what) {
   if (!lease) return print_value(std::nullopt, args.raw, what);
-  if (args.json) {
-    emit(json_line(lease_json(*lease)) + "\n");
-    return kExitOk;
-  }
-  emit(lease->token_text() + "\n");
-  return print_value(lease->value, args.raw, what);
+  emit(lease_text(*lease, args));
+  return kExitOk;
 }
 
 int print_stats(const QueueStats& s, bool json) {
@@ -130,7 +133,8 @@ struct TakeFns {
 // Takes what the command asks for and prints each lease (print_lease); kExitEmpty if none. With
 // --wait the first is waited for (take_wait: timed_out if no take could commit in time) and
 // printed before the rest of --count are taken at once (as `pop --wait -n`): the item is leased
-// then, and printing it first keeps its token if that batch fails.
+// then, and printing it first keeps its token if that batch fails (and if it could not be
+// printed, emit throws: nothing more is taken).
 template <typename Q>
 int take_and_print(Q& q, const TakeFns<Q>& fns, const WorkArgs& args, const std::string& what) {
   const std::chrono::milliseconds vt(args.vt_ms);
@@ -145,7 +149,9 @@ int take_and_print(Q& q, const TakeFns<Q>& fns, const WorkArgs& args, const std:
     print_lease(first, args, what);
     if (count > 1) leases = fns.batch(q, count - 1, vt);
   }
-  for (const Lease& l : leases) print_lease(l, args, what);
+  std::string text;  // the batch in one write
+  for (const Lease& l : leases) text += lease_text(l, args);
+  emit(text);
   return kExitOk;
 }
 

@@ -69,8 +69,9 @@ void FairQueue::push_batch(Transaction& tr, std::string_view tenant,
                            const std::vector<std::string>& values) {
   FairKeys::check_tenant(tenant);
   if (values.empty()) return;
-  // The wake-up first: a batch that does not fit throws with its items in `tr`, which a caller
-  // may still commit; they must not be left without one.
+  for (const std::string& v : values) detail::check_item_value(v);
+  // The wake-up before the items: a batch that does not fit throws with its items in `tr`, which
+  // a caller may still commit; they must not be left without one.
   state_->pushed(tr, tenant, 0);
   state_->tenant_queue(tenant).push_batch(tr, values);
 }
@@ -99,8 +100,8 @@ void FairQueue::ack(const Lease& lease) {
 
 void FairQueue::ack(Transaction& tr, const Lease& lease) {
   FairKeys::check_tenant(lease.tenant);
-  state_->tenant_queue(lease.tenant).ack(tr, lease);
-  state_->lease_ended(tr, lease, std::nullopt);
+  const std::int64_t was_due = state_->tenant_work(lease.tenant).ack(tr, lease);
+  state_->lease_ended(tr, lease, was_due, std::nullopt);
 }
 
 void FairQueue::nack(const Lease& lease, milliseconds delay, std::string_view reason) {
@@ -114,8 +115,8 @@ void FairQueue::nack(const Lease& lease, milliseconds delay, std::string_view re
 void FairQueue::nack(Transaction& tr, const Lease& lease, milliseconds delay,
                      std::string_view reason) {
   FairKeys::check_tenant(lease.tenant);
-  state_->tenant_queue(lease.tenant).nack(tr, lease, delay, reason);
-  state_->lease_ended(tr, lease, ready_after(delay));
+  const std::int64_t was_due = state_->tenant_work(lease.tenant).nack(tr, lease, delay, reason);
+  state_->lease_ended(tr, lease, was_due, ready_after(delay));
 }
 
 WallClock::time_point FairQueue::extend(const Lease& lease, milliseconds vt) {
@@ -125,9 +126,11 @@ WallClock::time_point FairQueue::extend(const Lease& lease, milliseconds vt) {
 
 WallClock::time_point FairQueue::extend(Transaction& tr, const Lease& lease, milliseconds vt) {
   FairKeys::check_tenant(lease.tenant);
-  const WallClock::time_point deadline = state_->tenant_queue(lease.tenant).extend(tr, lease, vt);
+  std::int64_t was_due = 0;
+  const WallClock::time_point deadline =
+      state_->tenant_work(lease.tenant).extend(tr, lease, vt, &was_due);
   state_->leased_changed(
-      tr, lease,
+      tr, lease, was_due,
       std::chrono::duration_cast<std::chrono::microseconds>(deadline.time_since_epoch()).count(),
       lease.token);
   return deadline;

@@ -49,10 +49,16 @@ contention::Refilled FairState::stage_turns(Transaction& tr, std::size_t n,
   contention::Refilled out;
   const std::int64_t version = tr.get_read_version();
   std::vector<std::optional<FairItem>> turns = turns_that_fit(tr, n, room, now_us());
-  // A pass that found no turn only retired kRetirePerTransaction emptied tenants: go on while
-  // `room` allows, or the requests would wait behind them (and a composed pop, which serves them
-  // first, would take the next turn itself).
-  while (turns.empty() && tr.usage().operations + retire_pass_ops(n) <= room.max_operations) {
+  // A pass that found no turn only retired kRetirePerTransaction emptied tenants, or filed a full
+  // read of wake-ups and found none ready: go on while `room` allows, or the requests would wait
+  // behind them (and a composed pop, which serves them first, would take the next turn itself).
+  // Bytes bound it too: on the embedded engines operations do not.
+  const auto room_for_pass = [&] {
+    const TransactionUsage used = tr.usage();
+    return used.operations + retire_pass_ops(n) <= room.max_operations &&
+           used.bytes + kRetirePassBytes <= room.max_bytes;
+  };
+  while (turns.empty() && room_for_pass()) {
     turns = turns_that_fit(tr, n, room, now_us());
   }
   for (std::optional<FairItem>& item : turns) {

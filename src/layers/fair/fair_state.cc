@@ -102,18 +102,20 @@ void FairState::pushed(Transaction& tr, std::string_view tenant, std::int64_t du
   tr.atomic_add(keys_.changes(), 1);
 }
 
-void FairState::leased_changed(Transaction& tr, const Lease& lease,
+WorkItems& FairState::tenant_work(std::string_view tenant) const {
+  return tenant_store(tenant)->work();
+}
+
+void FairState::leased_changed(Transaction& tr, const Lease& lease, std::int64_t was_due_us,
                                std::optional<std::int64_t> due_us, std::string_view id) const {
-  if (lease.deadline != WallClock::time_point()) {
-    index_.cancel_wake(tr, lease.tenant, micros(lease.deadline), lease.token);
-  }
+  index_.cancel_wake(tr, lease.tenant, was_due_us, lease.token);
   if (due_us) index_.wake(tr, lease.tenant, *due_us, id);
   tr.atomic_add(keys_.changes(), 1);
 }
 
-void FairState::lease_ended(Transaction& tr, const Lease& lease,
+void FairState::lease_ended(Transaction& tr, const Lease& lease, std::int64_t was_due_us,
                             std::optional<std::int64_t> due_us) const {
-  leased_changed(tr, lease, due_us);
+  leased_changed(tr, lease, was_due_us, due_us);
   if (due_us != 0) index_.wake(tr, lease.tenant, 0);
 }
 
@@ -152,7 +154,7 @@ std::optional<T> FairState::serve_marked(const Serve<T>& serve_one,
   for (bool first = true;; first = false) {
     if (!first && common::time_left(deadline).count() == 0) {
       throw Error(ErrorCode::kTransactionTimedOut,
-                  "fair queue: the timeout passed while turns retired emptied tenants");
+                  "fair queue: the timeout passed while turns filed and retired tenants");
     }
     each.timeout = common::timeout_until(deadline);
     Turn<T> turn = run_marked(

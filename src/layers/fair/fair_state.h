@@ -37,6 +37,7 @@
 namespace kvq::detail {
 
 class ItemStore;
+class WorkItems;
 
 class FairState {
  public:
@@ -80,17 +81,21 @@ class FairState {
   std::optional<FairItem> pop_wait(std::chrono::milliseconds timeout);
   std::optional<Lease> take_wait(std::chrono::milliseconds vt, std::chrono::milliseconds timeout);
 
-  // After an ack, nack or extend of `lease`: cancels the lease's wake-up (if its deadline is
-  // known), and wakes the tenant at `due_us` (nullopt: no new wake-up).
-  void leased_changed(Transaction& tr, const Lease& lease, std::optional<std::int64_t> due_us,
-                      std::string_view id = {}) const;
+  // The work items of `tenant`'s queue (its leases: FairQueue's ack, nack and extend).
+  WorkItems& tenant_work(std::string_view tenant) const;
+  // After an ack, nack or extend of `lease`, whose timer was due at `was_due_us` (its deadline as
+  // the last extend left it): cancels the lease's wake-up, and wakes the tenant at `due_us`
+  // (nullopt: no new wake-up).
+  void leased_changed(Transaction& tr, const Lease& lease, std::int64_t was_due_us,
+                      std::optional<std::int64_t> due_us, std::string_view id = {}) const;
   // After an ack or nack of `lease` (its item ready again at `due_us`; nullopt for an ack): as
   // leased_changed, and a wake-up at once too, because the tenant may be out of the ring waiting
   // for one of its leases to end (a take under a lease limit retires a tenant at its limit; a
   // nack with a delay would otherwise bring it back only when its item is due). Whatever this
   // object's own options: the take that retired the tenant may be another object's or
   // process's, with a limit this one does not have.
-  void lease_ended(Transaction& tr, const Lease& lease, std::optional<std::int64_t> due_us) const;
+  void lease_ended(Transaction& tr, const Lease& lease, std::int64_t was_due_us,
+                   std::optional<std::int64_t> due_us) const;
 
   template <typename Body>
   auto run_marked(Body&& body, const TransactionOptions& options = {}) {
@@ -224,6 +229,9 @@ class FairState {
   static std::size_t retire_pass_ops(std::size_t n) {
     return n + 1 + static_cast<std::size_t>(kRetirePerTransaction) * 8;
   }
+  // The same in bytes, generously: the keys of its wake-ups, filings and retirements (each well
+  // under 1 KiB with the longest tenant).
+  static constexpr std::size_t kRetirePassBytes = 64 * 1024;
   // `n` pops (a combined group, or one): one marked attempt at pops_that_fit unless requests are
   // waiting; if they are, or the attempt conflicts, staged as one request behind them. Between 1
   // and n results, as pops_that_fit (n nullopt if nothing was ready). Throws timed_out if the
