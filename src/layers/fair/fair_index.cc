@@ -35,10 +35,10 @@ bool FairIndex::file_due(Transaction& tr, std::int64_t now_us) const {
 FairIndex::DueWakes FairIndex::due_wakes(Transaction& tr, const contention::OwnedRead& read,
                                          std::vector<KeyValue> first, std::int64_t now_us) const {
   constexpr std::size_t kPage = kFilePerOp;
-  const KeyRange all = keys_.wakes_due(now_us);
-  if (first.size() < kPage && read.begin != all.begin) {
+  if (first.size() < kPage && read.begin != keys_.wakes_begin()) {
     const int left = static_cast<int>(kPage - first.size());
-    for (KeyValue& kv : tr.get_range(all.begin, read.begin, {.limit = left, .snapshot = true})) {
+    for (KeyValue& kv :
+         tr.get_range(keys_.wakes_begin(), read.begin, {.limit = left, .snapshot = true})) {
       first.push_back(std::move(kv));
     }
   }

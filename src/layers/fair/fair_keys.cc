@@ -15,7 +15,8 @@ Tuple with_tenant(const char* kind, std::string_view tenant) {
 
 }  // namespace
 
-FairKeys::FairKeys(Subspace space) : space_(std::move(space)) {}
+FairKeys::FairKeys(Subspace space)
+    : space_(std::move(space)), wakes_begin_(space_.range(Tuple().append("w")).begin) {}
 
 void FairKeys::check_tenant(std::string_view tenant) {
   if (tenant.empty()) throw Error(ErrorCode::kInvalidArgument, "fair queue: empty tenant");
@@ -72,7 +73,7 @@ std::string FairKeys::wake(std::int64_t due_us, std::string_view tenant,
 }
 
 KeyRange FairKeys::wakes_due(std::int64_t now_us) const {
-  return {space_.range(Tuple().append("w")).begin, space_.pack(Tuple().append("w").append(now_us))};
+  return {wakes_begin_, space_.pack(Tuple().append("w").append(now_us))};
 }
 
 KeyRange FairKeys::timed_wakes_due(std::int64_t now_us) const {

@@ -68,6 +68,8 @@ class FairKeys {
   std::string wake(std::int64_t due_us, std::string_view tenant, std::string_view id) const;
   // The wake-ups due before `now_us`: [("w"), ("w", now_us)).
   KeyRange wakes_due(std::int64_t now_us) const;
+  // Where every wake-up's key sorts from (wakes_due(t).begin for any t).
+  const std::string& wakes_begin() const { return wakes_begin_; }
   // The timed ones among them (due_us > 0: a lease's deadline, a delayed item's due time), which
   // sort behind the wake-ups for now (due_us 0: pushes, acks): [("w", 1), ("w", now_us)).
   KeyRange timed_wakes_due(std::int64_t now_us) const;
@@ -91,6 +93,7 @@ class FairKeys {
 
  private:
   Subspace space_;
+  std::string wakes_begin_;
 };
 
 // The next number of a process-wide sequence: orders the keys one process places after a read
