@@ -512,6 +512,13 @@ TEST_P(WorkQueueTest, BadInputIsAClearErrorAndChangesNothing) {
   EXPECT_EQ(code_of([&] { q.extend(*lease, too_long); }), ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { q.nack(*lease, too_long); }), ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { q.push("x", after(too_long)); }), ErrorCode::kInvalidOptionValue);
+  const auto later_than = [](std::chrono::milliseconds from_now) {
+    return PushOptions{.not_before = WallClock::now() + from_now};
+  };
+  EXPECT_EQ(code_of([&] { q.push("x", later_than(too_long + 1min)); }),
+            ErrorCode::kInvalidOptionValue);
+  EXPECT_EQ(code_of([&] { q.push("x", PushOptions{.not_before = WallClock::time_point::max()}); }),
+            ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { q.redrive(-1); }), ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { Queue(db_, space_, max_attempts(-1)); }), ErrorCode::kInvalidOptionValue);
   EXPECT_EQ(code_of([&] { Lease::from_text("not a token!"); }), ErrorCode::kInvalidLeaseToken);

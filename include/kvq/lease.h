@@ -71,8 +71,8 @@ struct PushOptions {
   // The item is invisible to pop, take and peek for this long after the push. Must be >= 0 and at
   // most kMaxWorkDuration. Default: 0 (visible at once).
   std::chrono::milliseconds delay{0};
-  // ... and not before this time (this client's clock), if set. The later of the two applies.
-  // Default: none.
+  // ... and not before this time (this client's clock), if set: at most kMaxWorkDuration from
+  // now, or the push throws invalid_option_value. The later of the two applies. Default: none.
   std::optional<WallClock::time_point> not_before;
 };
 

@@ -283,9 +283,14 @@ std::optional<std::int64_t> WorkItems::due_us(const PushOptions& options) {
   const std::int64_t now = now_us();
   std::int64_t due = now + delay_us(options.delay);
   if (options.not_before) {
-    const auto nb = std::chrono::duration_cast<std::chrono::microseconds>(
-        options.not_before->time_since_epoch());
-    due = std::max(due, static_cast<std::int64_t>(nb.count()));
+    const std::int64_t not_before_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                           options.not_before->time_since_epoch())
+                                           .count();
+    if (not_before_us - now > std::chrono::microseconds(kMaxWorkDuration).count()) {
+      throw Error(ErrorCode::kInvalidOptionValue,
+                  "queue: not_before must be at most 10 years (315360000000 ms) from now");
+    }
+    due = std::max(due, not_before_us);
   }
   if (due <= now) return std::nullopt;
   return due;
