@@ -111,6 +111,9 @@ std::string StagedPops::register_request(Side side, std::int64_t n, Clock::time_
     run_once(
         *db_,
         [&](Transaction& tr) {
+          // Of two attempts (one in doubt, landing late, and its retry that found no slot), at
+          // most one commits: each writes the slot this reads with a conflict.
+          tr.add_read_conflict_key(slot);
           tr.set_versionstamped_key(keys_.req_placeholder(), value);
           tr.atomic_add(keys_.waiting(), std::int64_t{1});
           tr.set_versionstamped_value(slot, waiting_slot_placeholder());
@@ -118,9 +121,10 @@ std::string StagedPops::register_request(Side side, std::int64_t n, Clock::time_
         },
         // A registration that may have committed is resolved before giving up at the deadline:
         // one left behind would get items delivered that nobody takes until request_ttl.
-        // Every attempt registers the same request (and returns 0): any of them will do.
+        // Every attempt registers the same request (and returns 0): any of them will do. If
+        // none did, the slot answered "empty" fences them off (request expiry clears it).
         [&](Transaction& tr, std::size_t) { return tr.get(slot).has_value(); }, options,
-        markers_.resolve_window());
+        markers_.resolve_window(), [&](Transaction& tr) { tr.set(slot, empty_slot()); });
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTransactionTimedOut) throw;
     throw Error(
