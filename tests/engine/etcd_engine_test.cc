@@ -528,7 +528,9 @@ TEST_F(EtcdEngineTest, DeadEndpointInListIsSkippedForReadsAndCommits) {
 // A sent commit that fails with a code etcd's refusals do not explain may have been applied (gRPC
 // ends a call whose connection broke with INTERNAL "RST_STREAM" or UNKNOWN "Stream removed"):
 // commit_unknown_result, so the layers' markers resolve it. It was unknown_error, final and not
-// "maybe committed" (found by review in session 31). A read failing so stays unknown_error.
+// "maybe committed" (found by review in session 31). A read or a watch failing so is a transport
+// error, tried on the next member as UNAVAILABLE is; it was unknown_error, final (found by review
+// in session 33).
 TEST(EtcdRpcErrors, AnUnexplainedCommitFailureMayHaveBeenApplied) {
   const auto code_of = [](grpc::StatusCode code, const char* message, bool commit) {
     try {
@@ -541,7 +543,13 @@ TEST(EtcdRpcErrors, AnUnexplainedCommitFailureMayHaveBeenApplied) {
             ErrorCode::kCommitUnknownResult);
   EXPECT_EQ(code_of(grpc::StatusCode::UNKNOWN, "Stream removed", true),
             ErrorCode::kCommitUnknownResult);
-  EXPECT_EQ(code_of(grpc::StatusCode::UNKNOWN, "Stream removed", false), ErrorCode::kUnknownError);
+  EXPECT_EQ(code_of(grpc::StatusCode::UNKNOWN, "Stream removed", false),
+            ErrorCode::kConnectionFailed);
+  EXPECT_TRUE(is_transport_error(grpc::Status(grpc::StatusCode::UNKNOWN, "Stream removed")));
+  EXPECT_TRUE(is_transport_error(
+      grpc::Status(grpc::StatusCode::INTERNAL, "Received RST_STREAM with error code 2")));
+  EXPECT_FALSE(is_transport_error(grpc::Status(grpc::StatusCode::UNKNOWN, "etcdserver: odd")));
+  EXPECT_EQ(code_of(grpc::StatusCode::UNKNOWN, "etcdserver: odd", false), ErrorCode::kUnknownError);
   // A refusal that is no transport error stays final.
   EXPECT_EQ(code_of(grpc::StatusCode::DATA_LOSS, "etcdserver: corrupt cluster", true),
             ErrorCode::kUnknownError);

@@ -89,8 +89,14 @@ std::optional<Error> refusal(const grpc::Status& s, const std::string& where) {
 }  // namespace
 
 bool is_transport_error(const grpc::Status& status) {
-  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+  const grpc::StatusCode code = status.error_code();
+  if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return true;
+  }
+  // How gRPC ends a call whose connection broke under it (a member killed or restarted).
+  const std::string& m = status.error_message();
+  return (code == grpc::StatusCode::INTERNAL && contains(m, "RST_STREAM")) ||
+         (code == grpc::StatusCode::UNKNOWN && contains(m, "Stream removed"));
 }
 
 bool never_sent(const grpc::Status& status) {

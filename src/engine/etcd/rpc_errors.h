@@ -14,8 +14,9 @@
 
 namespace kvq::engine::etcd {
 
-// True for UNAVAILABLE and DEADLINE_EXCEEDED: the member could not be reached or did not answer
-// in time (another member may).
+// True for UNAVAILABLE and DEADLINE_EXCEEDED (the member could not be reached or did not answer
+// in time), and for a call whose connection broke under it (INTERNAL "RST_STREAM", UNKNOWN
+// "Stream removed"): another member may answer.
 bool is_transport_error(const grpc::Status& status);
 
 // True if the RPC certainly never reached a server (no connection could be made), so a commit

@@ -247,6 +247,10 @@ rocksdb::Options database_options(const RocksDbStoreOptions& options) {
   db_options.info_log = std::make_shared<DiscardedInfoLog>();
   db_options.max_manifest_file_size = 16 << 20;
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // The data and kvq_meta families flush together. Every batch writes the version to kvq_meta,
+  // whose memtable hardly fills: flushed alone, it kept every log file the data's flushes had
+  // made obsolete (up to about 1 GiB), all replayed by the next open after a crash.
+  db_options.atomic_flush = true;
   return db_options;
 }
 
