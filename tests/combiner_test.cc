@@ -16,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "kvq/error.h"
+#include "layers/combining/batches.h"
+
 namespace kvq::combining {
 namespace {
 
@@ -322,6 +325,63 @@ TEST(Wakeup, PollForSeesAPostAndGivesUpAfterItsBudget) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(3));
   never_in_time.post();
   never_in_time.wait();
+}
+
+// A group's later batches end by the deadlines of the requests its earlier batches answered too:
+// their threads, the leader's among them, wait for the serve to end. Here the first batch answers
+// a request with a 300 ms deadline, and a batch for the next request, which has none, takes
+// 1.5 s: the serve ends at the deadline, deferring that request to a group of its own. Before,
+// the answered request waited for it (a pop_wait answered in its first batch waited for a plain
+// pop's batches, for ever while commits kept failing; found by review in session 33).
+TEST(ServeInBatches, LaterBatchesEndByTheDeadlinesOfRequestsAnsweredBefore) {
+  Combiner c({.max_count = 64});
+  std::atomic<bool> release{false};
+  const Batch one_at_a_time = [](std::span<Request* const> pending,
+                                 common::SteadyTime deadline) -> std::size_t {
+    auto* r = static_cast<Add*>(pending.front());
+    if (r->deadline == common::SteadyTime::max()) {  // the slow one
+      const common::SteadyTime slow_end =
+          common::clock().steady_now() + std::chrono::milliseconds(1500);
+      if (deadline < slow_end) {
+        std::this_thread::sleep_until(deadline);
+        throw Error(ErrorCode::kTimedOut, "test: the batch ran out of time");
+      }
+      std::this_thread::sleep_until(slow_end);
+    }
+    r->result = 1;
+    return 1;
+  };
+  auto serve = [&](std::vector<Request*>& group) {
+    if (group.front()->deadline == common::SteadyTime::max() && group.size() == 1 &&
+        !release.load()) {
+      while (!release.load()) std::this_thread::yield();  // hold the first leader
+      static_cast<Add*>(group.front())->result = 0;
+      return;
+    }
+    serve_in_batches(group, one_at_a_time);
+  };
+  Add held;
+  std::thread leader([&] { c.submit(held, serve); });
+  while (c.queued() < 1) std::this_thread::yield();
+  std::vector<Add> rest(2);
+  const common::SteadyTime start = common::clock().steady_now();
+  rest[0].deadline = start + std::chrono::milliseconds(300);
+  common::SteadyTime timed_done{};
+  std::vector<std::thread> followers;
+  followers.emplace_back([&] {
+    c.submit(rest[0], serve);
+    timed_done = common::clock().steady_now();
+  });
+  while (c.queued() < 2) std::this_thread::yield();
+  followers.emplace_back([&] { c.submit(rest[1], serve); });
+  while (c.queued() < 3) std::this_thread::yield();
+  release = true;
+  leader.join();
+  for (auto& t : followers) t.join();
+  EXPECT_EQ(rest[0].result, 1);
+  EXPECT_EQ(rest[1].result, 1);
+  EXPECT_LT(timed_done - start, std::chrono::milliseconds(1000))
+      << "the request answered first waited for the next request's batch";
 }
 
 }  // namespace

@@ -24,12 +24,13 @@ using Batch =
     std::function<std::size_t(std::span<Request* const> pending, common::SteadyTime deadline)>;
 
 // Serves `group` (a Combiner serve's argument) in order by calling `batch` on the requests not
-// answered yet, each time with the earliest of their deadlines, until all are answered or a batch
-// answers none. When a batch runs out of time, the requests whose deadlines have passed fail with
-// its error and the others are deferred (Request::defer) to the next group: the serve ends, so the
-// thread leading it, whose own deadline may have passed, returns. Any other error (or a timeout
-// with no deadline passed) fails the requests not answered yet; it propagates to the whole group
-// if none was answered.
+// answered yet, each time with the earliest deadline of the group (of those answered too, whose
+// threads wait for the serve to end), until all are answered or a batch answers none. When a
+// batch runs out of time, the requests whose deadlines have passed fail with its error and the
+// others are deferred (Request::defer) to the next group: the serve ends, so the thread leading
+// it, whose own deadline may have passed, returns, and so do those answered already. Any other
+// error (or a timeout with no deadline passed) fails the requests not answered yet; it propagates
+// to the whole group if none was answered.
 void serve_in_batches(const std::vector<Request*>& group, const Batch& batch);
 
 }  // namespace kvq::combining
