@@ -222,13 +222,29 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
       return batch;
     };
     in_hand->begin(markers_.make());
-    Transaction tr = db_->create_transaction(kBatchOptions);
-    Fulfiller::Result r = detail::run_marked_in(tr, *db_, markers_, in_hand->marker, batch_attempt,
-                                                wrote_batch, {.max_clears = kBatchMarkerClears});
+    Fulfiller::Result r = run_batch(batch_attempt, deadline, in_hand->marker);
     if (r.kind != Fulfiller::Result::kMineTaken) in_hand->taken.clear();  // not ours to give back
     count_batch(r, attempts);
     if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.items)};
     if (r.kind != Fulfiller::Result::kServedOthers) return std::nullopt;
+  }
+}
+
+template <typename Attempt>
+Fulfiller::Result StagedPops::run_batch(Attempt& attempt, Clock::time_point deadline,
+                                        const std::string& marker) {
+  TransactionOptions options = kBatchOptions;
+  options.timeout = common::timeout_until(deadline);  // conflicts are retried until the deadline
+  Transaction tr = db_->create_transaction(options);
+  try {
+    return detail::run_marked_in(tr, *db_, markers_, marker, attempt, wrote_batch,
+                                 {.max_clears = kBatchMarkerClears});
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTransactionTimedOut) throw;
+    throw Error(ErrorCode::kTimedOut,
+                std::string("queue: a high-contention pop's fulfilment batch could not commit in "
+                            "time: ") +
+                    e.what());
   }
 }
 
