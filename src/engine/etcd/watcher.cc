@@ -22,7 +22,7 @@ class Watcher::Run {
         self_(self),
         etcd_key_(cluster_.codec().encode(key)),
         value_seen_(std::move(value_seen)),
-        version_(version) {}
+        seen_at_(version) {}
 
   void operator()() {
     std::shared_ptr<detail::WatchState> state;
@@ -45,7 +45,7 @@ class Watcher::Run {
   // before the watch fires (a member restarted, or lost its leader) is opened again from the same
   // start revision, with a new failover budget: the events it missed are sent again, so the
   // watch fires as if the stream had never broken (if that revision was compacted meanwhile, as
-  // fires() handles it). A watch cancelled or stopped meanwhile is not opened again.
+  // read() handles it). A watch cancelled or stopped meanwhile is not opened again.
   void watch(detail::WatchState& state) {
     auto start = Cluster::Clock::now();
     bool renewed = false;
@@ -66,9 +66,10 @@ class Watcher::Run {
         cluster_.endpoint(i).note(stubs, grpc::Status::OK);
         if (renewed || !refused_for_token(first)) {
           if (follow(state, *ctx, *stream, std::move(first))) return;
-          // Broke: open it again, from the same revision, after a pause (a member that keeps
-          // accepting streams and dropping them must not make this a busy loop), preferring
-          // the next member.
+          // Broke (or its start revision was compacted, the value unchanged): open it again,
+          // from the same revision (or the one the value was read at), after a pause (a member
+          // that keeps accepting streams and dropping them must not make this a busy loop),
+          // preferring the next member.
           start = Cluster::Clock::now();
           attempt = 0;
           renewed = false;
@@ -108,41 +109,48 @@ class Watcher::Run {
     pb::WatchCreateRequest* create = request.mutable_create_request();
     create->set_key(etcd_key_);
     create->set_range_end(KeyCodec::group_end(etcd_key_));  // the base and its delta records
-    create->set_start_revision(version_ + 1);
+    create->set_start_revision(seen_at_ + 1);
     return request;
   }
 
+  // What a response means for the watch.
+  enum class Turn { kWait, kFired, kWatchAgain };
+
   // Reads responses until the watch fires (true) or the stream ends (false: the server ended it,
-  // or this watch was cancelled or stopped, which ended it from here).
+  // this watch was cancelled or stopped, which ended it from here, or it must be opened again
+  // from a later revision).
   bool follow(detail::WatchState& state, grpc::ClientContext& ctx, Stream& stream,
               pb::WatchResponse response) {
     do {
-      if (fires(response)) {
-        state.fire();
-        ctx.TryCancel();  // the stream is still open: end it
-        stream.Finish();
-        return true;
-      }
+      const Turn turn = read(response);
+      if (turn == Turn::kWait) continue;
+      ctx.TryCancel();  // the stream is still open: end it
+      stream.Finish();
+      if (turn == Turn::kWatchAgain) return false;
+      state.fire();
+      return true;
     } while (stream.Read(&response));
     stream.Finish();
     return false;
   }
 
-  // True if `response` shows the value changed. Throws if the server cancelled the watch.
-  bool fires(const pb::WatchResponse& response) {
+  // kFired if `response` shows the value changed. Its start revision compacted (the server
+  // cancelled the watch), the current value decides: changed, kFired; the same, kWatchAgain from
+  // the revision it was read at. Throws if the server cancelled the watch otherwise.
+  Turn read(const pb::WatchResponse& response) {
     switch (decode_watch_response(response)) {
       case WatchNews::kNothing:
-        return false;
-      case WatchNews::kEvents:
-        if (const std::string* shown = value_shown(response)) return *shown != value_seen_;
-        return current_value() != value_seen_;
+        return Turn::kWait;
+      case WatchNews::kEvents: {
+        const std::string* shown = value_shown(response);
+        const bool changed =
+            shown != nullptr ? *shown != value_seen_ : current_value() != value_seen_;
+        return changed ? Turn::kFired : Turn::kWait;
+      }
       case WatchNews::kCompacted:
-        // The start revision was compacted: compare with the current value instead.
-        if (current_value() != value_seen_) return true;
-        throw Error(ErrorCode::kTransactionTooOld,
-                    "etcd watch: start revision compacted and value unchanged; re-arm");
+        return current_value(&seen_at_) != value_seen_ ? Turn::kFired : Turn::kWatchAgain;
     }
-    return false;
+    return Turn::kWait;
   }
 
   // The key's value at the last revision of `response`'s events, if a put of its base record at
@@ -161,12 +169,14 @@ class Watcher::Run {
     return nullptr;
   }
 
-  // The current kvq value of the key (base plus deltas), at the latest revision.
-  std::optional<std::string> current_value() {
+  // The current kvq value of the key (base plus deltas), at the latest revision (the revision it
+  // was read at in *revision, if given).
+  std::optional<std::string> current_value(Version* revision = nullptr) {
     pb::RangeRequest rr;
     rr.set_key(etcd_key_);
     rr.set_range_end(KeyCodec::group_end(etcd_key_));
     pb::RangeResponse resp = cluster_.range(rr, "watch");
+    if (revision != nullptr) *revision = resp.header().revision();
     std::vector<KeyGroup> groups = group_records(cluster_.codec(), resp.kvs());
     if (groups.empty()) return std::nullopt;
     return groups[0].value();
@@ -177,7 +187,8 @@ class Watcher::Run {
   const Entry self_;
   const std::string etcd_key_;
   const std::optional<std::string> value_seen_;
-  const Version version_;
+  // The revision at which the key is known to hold value_seen_: the watch starts after it.
+  Version seen_at_;
 };
 
 void Watcher::start(std::string key, std::optional<std::string> value_seen, Version version,
