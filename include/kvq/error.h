@@ -43,6 +43,8 @@ enum class ErrorCode : int {
   kTransactionCancelled = 1025,     // transaction_cancelled: reset/destroyed while in use
   kConnectionFailed = 1026,         // connection_failed: a server could not be reached
   kTransactionTimedOut = 1031,      // transaction_timed_out: the `timeout` option expired
+  kTooManyWatches = 1032,           // too_many_watches: no more watches can be armed (etcd: a
+                                    // watch's thread could not be started)
   kProcessBehind = 1037,            // process_behind: storage lagging; retry
   kOperationCancelled = 1101,       // operation_cancelled: e.g. a cancelled watch
   kIoError = 1510,                  // io_error: the durable engine could not read or write

@@ -40,6 +40,7 @@ constexpr NamedCode kErrorNames[] = {
     {ErrorCode::kTransactionCancelled, "transaction_cancelled"},
     {ErrorCode::kConnectionFailed, "connection_failed"},
     {ErrorCode::kTransactionTimedOut, "transaction_timed_out"},
+    {ErrorCode::kTooManyWatches, "too_many_watches"},
     {ErrorCode::kProcessBehind, "process_behind"},
     {ErrorCode::kOperationCancelled, "operation_cancelled"},
     {ErrorCode::kIoError, "io_error"},

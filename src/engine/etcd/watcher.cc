@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <system_error>
 #include <vector>
 
 #include "engine/etcd/key_group.h"
@@ -199,10 +200,18 @@ void Watcher::start(std::string key, std::optional<std::string> value_seen, Vers
     return;
   }
   if (!monitor_.joinable()) monitor_ = std::thread([this] { monitor(); });
-  watches_.push_back(Active{std::make_shared<grpc::ClientContext>(), std::move(state), {}});
+  watches_.push_back(Active{std::make_shared<grpc::ClientContext>(), state, {}});
   const Entry it = std::prev(watches_.end());
-  // The thread starts by taking mu_, so it sees its entry complete.
-  it->thread = std::thread(Run(*this, it, std::move(key), std::move(value_seen), version));
+  try {
+    // The thread starts by taking mu_, so it sees its entry complete.
+    it->thread = std::thread(Run(*this, it, std::move(key), std::move(value_seen), version));
+  } catch (const std::system_error& e) {
+    // Out of threads (a process or container limit): the watch fails, the commit that armed it
+    // stands (it must not throw: it committed).
+    watches_.erase(it);
+    state->fail(Error(ErrorCode::kTooManyWatches,
+                      std::string("etcd: cannot start a thread for the watch: ") + e.what()));
+  }
 }
 
 std::shared_ptr<grpc::ClientContext> Watcher::next_context(Entry self) {

@@ -10,11 +10,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <system_error>
 #include <utility>
 
 #include "engine/rocksdb/database_directory.h"
+#include "engine/rocksdb/open_snapshots.h"
 #include "engine/rocksdb/skip_hints.h"
 #include "kvq/error.h"
 
@@ -121,35 +124,48 @@ Version read_version(const DbHandle& db, const rocksdb::Snapshot* snapshot) {
   return decode_version(value, db.path());
 }
 
-class RocksDbSnapshot : public pipeline::StoreSnapshot {
+// A RocksDB snapshot with the version it shows. The store may release it early, once its version
+// fell below the MVCC floor (OpenSnapshots); reads then throw transaction_too_old.
+class RocksDbSnapshot : public pipeline::StoreSnapshot, public OpenSnapshots::Member {
  public:
   RocksDbSnapshot(std::shared_ptr<DbHandle> db, std::shared_ptr<SkipHints> hints,
-                  const rocksdb::Snapshot* snapshot, Version version)
+                  std::shared_ptr<OpenSnapshots> open, const rocksdb::Snapshot* snapshot,
+                  Version version)
       : db_(std::move(db)),
         hints_(std::move(hints)),
+        open_(std::move(open)),
         snapshot_(snapshot),
         sequence_(snapshot->GetSequenceNumber()),
-        version_(version) {}
-  ~RocksDbSnapshot() override { db_->db()->ReleaseSnapshot(snapshot_); }
+        version_(version) {
+    open_->add(version_, *this);
+  }
+  ~RocksDbSnapshot() override {
+    open_->remove(*this);
+    release_early();
+  }
   RocksDbSnapshot(const RocksDbSnapshot&) = delete;
   RocksDbSnapshot& operator=(const RocksDbSnapshot&) = delete;
 
   Version version() const override { return version_; }
 
+  void release_early() override {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (snapshot_ != nullptr) db_->db()->ReleaseSnapshot(snapshot_);
+    snapshot_ = nullptr;
+  }
+
   std::optional<std::string> get(std::string_view key) const override {
-    rocksdb::ReadOptions ro;
-    ro.snapshot = snapshot_;
-    std::string value;
-    rocksdb::Status s = db_->db()->Get(ro, db_->data(), to_slice(key), &value);
-    if (s.IsNotFound()) return std::nullopt;
-    if (!s.ok()) throw_status(s, "get in " + db_->path());
-    return value;
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    check_held();
+    return get_held(key);
   }
 
   std::vector<KeyValue> get_range(std::string_view begin, std::string_view end, int limit,
                                   bool reverse) const override {
     std::vector<KeyValue> out;
     if (begin >= end) return out;
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    check_held();
     const auto want = static_cast<std::size_t>(limit > 0 ? limit : 0);
     const std::vector<KeyStretch> gaps = gaps_to_read(begin, end, reverse);
     for (const KeyStretch& gap : gaps) {
@@ -163,6 +179,26 @@ class RocksDbSnapshot : public pipeline::StoreSnapshot {
  private:
   // Stretches known to hold no live key that a range read may skip at most (see skip_hints.h).
   static constexpr std::size_t kMaxSkips = 64;
+
+  // Under mu_: throws transaction_too_old if the store released the RocksDB snapshot.
+  void check_held() const {
+    if (snapshot_ != nullptr) return;
+    throw Error(ErrorCode::kTransactionTooOld,
+                "rocksdb: version " + std::to_string(version_) +
+                    " left the MVCC window while the transaction was open (its snapshot was "
+                    "released)");
+  }
+
+  // Under mu_, the snapshot held: the value of `key`.
+  std::optional<std::string> get_held(std::string_view key) const {
+    rocksdb::ReadOptions ro;
+    ro.snapshot = snapshot_;
+    std::string value;
+    rocksdb::Status s = db_->db()->Get(ro, db_->data(), to_slice(key), &value);
+    if (s.IsNotFound()) return std::nullopt;
+    if (!s.ok()) throw_status(s, "get in " + db_->path());
+    return value;
+  }
 
   // The parts of [begin, end) that the hints do not know to be empty, in the read's order.
   std::vector<KeyStretch> gaps_to_read(std::string_view begin, std::string_view end,
@@ -185,12 +221,13 @@ class RocksDbSnapshot : public pipeline::StoreSnapshot {
     return gaps;
   }
 
-  // Appends the live keys of `gap` to `out` (in the read's order) until it holds `want` (0: all).
+  // Under mu_, the snapshot held: appends the live keys of `gap` to `out` (in the read's order)
+  // until it holds `want` (0: all).
   void read_gap(const KeyStretch& gap, bool reverse, std::size_t want,
                 std::vector<KeyValue>& out) const {
     if (gap.hi.size() == gap.lo.size() + 1 && gap.hi.back() == '\0' && gap.hi.starts_with(gap.lo)) {
       // One key (between stretches split around a put): a point read.
-      if (auto value = get(gap.lo)) out.push_back(KeyValue{gap.lo, std::move(*value)});
+      if (auto value = get_held(gap.lo)) out.push_back(KeyValue{gap.lo, std::move(*value)});
       return;
     }
     const rocksdb::Slice lower(gap.lo);
@@ -225,6 +262,9 @@ class RocksDbSnapshot : public pipeline::StoreSnapshot {
 
   std::shared_ptr<DbHandle> db_;
   std::shared_ptr<SkipHints> hints_;
+  std::shared_ptr<OpenSnapshots> open_;
+  // Reads hold it shared, release_early exclusive; null once released.
+  mutable std::shared_mutex mu_;
   const rocksdb::Snapshot* snapshot_;
   const std::uint64_t sequence_;
   Version version_;
@@ -319,7 +359,8 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options,
       latest_version_(recovered),
       cached_sequence_(db_->db()->GetLatestSequenceNumber()),
       cached_version_(recovered),
-      hints_(std::make_shared<SkipHints>(cached_sequence_)) {}
+      hints_(std::make_shared<SkipHints>(cached_sequence_)),
+      open_snapshots_(std::make_shared<OpenSnapshots>()) {}
 
 RocksDbStore::~RocksDbStore() = default;
 
@@ -345,7 +386,7 @@ std::shared_ptr<const pipeline::StoreSnapshot> RocksDbStore::snapshot() const {
       throw;
     }
   }
-  return std::make_shared<RocksDbSnapshot>(db_, hints_, snap, version);
+  return std::make_shared<RocksDbSnapshot>(db_, hints_, open_snapshots_, snap, version);
 }
 
 void RocksDbStore::apply(Version version, const std::vector<pipeline::StoreWrite>& writes) {
@@ -438,6 +479,12 @@ rocksdb::Status RocksDbStore::add_clear_range(rocksdb::WriteBatch& batch, std::s
   return s;
 }
 
-void RocksDbStore::forget_before(Version /*version*/) {}
+void RocksDbStore::forget_before(Version version) { open_snapshots_->release_below(version); }
+
+std::uint64_t RocksDbStore::held_snapshots() const {
+  std::uint64_t n = 0;
+  db_->db()->GetIntProperty(rocksdb::DB::Properties::kNumSnapshots, &n);
+  return n;
+}
 
 }  // namespace kvq::engine::rocksdb_engine

@@ -13,9 +13,9 @@
 //    WAL recovery gives data and version of the same last durable batch (point-in-time recovery).
 //
 // MVCC: every snapshot() is a RocksDB snapshot (released as soon as the last reference to the
-// StoreSnapshot goes away) paired with the version it shows, read from the "version" key through
-// that very snapshot, so a snapshot's data and version always agree. Old versions are kept by
-// RocksDB exactly as long as a snapshot needs them, so forget_before() has nothing to do.
+// StoreSnapshot goes away, or when forget_before() passes its version) paired with the version it
+// shows, read from the "version" key through that very snapshot, so a snapshot's data and version
+// always agree. Old versions are kept by RocksDB exactly as long as a snapshot needs them.
 //
 // Range reads seek past stretches of deleted keys they learnt about from earlier reads
 // (skip_hints.h), so popping from the head of a queue does not step over the tombstones of every
@@ -29,6 +29,7 @@
 #define KVQ_SRC_ENGINE_ROCKSDB_ROCKSDB_STORE_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,8 +58,9 @@ struct RocksDbStoreOptions {
   bool create_if_missing = true;
 };
 
-class DbHandle;   // Owns the rocksdb::DB; shared by the store and its snapshots.
-class SkipHints;  // Lets range reads seek past deleted keys (skip_hints.h).
+class DbHandle;       // Owns the rocksdb::DB; shared by the store and its snapshots.
+class SkipHints;      // Lets range reads seek past deleted keys (skip_hints.h).
+class OpenSnapshots;  // The snapshots handed out, by version (open_snapshots.h).
 
 class RocksDbStore : public pipeline::VersionedStore {
  public:
@@ -86,7 +88,8 @@ class RocksDbStore : public pipeline::VersionedStore {
   // A snapshot of the latest applied batch. Its version() is the version of exactly the data it
   // shows (while an apply() is returning it may be one ahead of latest_version()). Reads
   // through it are thread-safe; they throw kvq::Error (io_error, corruption) if RocksDB fails.
-  // The RocksDB snapshot is released when the last shared_ptr copy is destroyed. Thread-safe.
+  // The RocksDB snapshot is released when the last shared_ptr copy is destroyed, or earlier by
+  // forget_before. Thread-safe.
   std::shared_ptr<const pipeline::StoreSnapshot> snapshot() const override;
 
   // Applies `writes` in order as ONE RocksDB WriteBatch together with the new "version" key, with
@@ -96,11 +99,15 @@ class RocksDbStore : public pipeline::VersionedStore {
   // concurrently with itself (the pipeline calls it from one thread at a time).
   void apply(Version version, const std::vector<pipeline::StoreWrite>& writes) override;
 
-  // No-op: RocksDB keeps old data exactly as long as a live snapshot needs it.
+  // Releases the RocksDB snapshots of versions below `version` that transactions still hold
+  // (reads through them throw transaction_too_old, as the pipeline's check already does), so that
+  // RocksDB can drop what only they kept. Thread-safe.
   void forget_before(Version version) override;
 
   // The directory this store was opened on.
   const std::string& path() const { return path_; }
+  // For tests: how many RocksDB snapshots are held now (RocksDB's own count).
+  std::uint64_t held_snapshots() const;
   // The options this store was opened with.
   const RocksDbStoreOptions& options() const { return options_; }
 
@@ -123,6 +130,7 @@ class RocksDbStore : public pipeline::VersionedStore {
   std::uint64_t cached_sequence_ = 0;
   Version cached_version_ = 0;
   std::shared_ptr<SkipHints> hints_;
+  std::shared_ptr<OpenSnapshots> open_snapshots_;
 };
 
 }  // namespace kvq::engine::rocksdb_engine

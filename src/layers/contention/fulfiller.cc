@@ -221,8 +221,10 @@ void Fulfiller::learn_request_cost(Batch& b, const TransactionUsage& before,
   std::size_t item_bytes = 0;
   for (const KeyValue* item : items) item_bytes += item->key.size() + item->value.size();
   const std::size_t extra_ops = items.size() > 1 ? (items.size() - 1) * kItemOps : 0;
-  const std::size_t ops = after.operations - before.operations;
-  const std::size_t grew = after.bytes - before.bytes;
+  // A request can shrink the transaction (clearing a key an earlier one set): it then grew by 0.
+  const std::size_t ops =
+      after.operations > before.operations ? after.operations - before.operations : 0;
+  const std::size_t grew = after.bytes > before.bytes ? after.bytes - before.bytes : 0;
   b.per_request.ops = std::max(b.per_request.ops, ops > extra_ops ? ops - extra_ops : 0);
   b.per_request.bytes =
       std::max(b.per_request.bytes, grew > item_bytes ? grew - item_bytes : std::size_t{0});
@@ -367,10 +369,13 @@ void Fulfiller::finish_leased(Transaction& tr, Batch& b, const std::string& me, 
     r->kind = Result::kServedOthers;
     return;
   }
-  // Hand the lease to the oldest request still waiting, and wake it through its slot.
+  // Hand the lease to the oldest request still waiting, and wake it through its slot (the next
+  // one if that popper withdrew meanwhile: a lease cleared without waking anyone would leave the
+  // others asleep until their wake-ups, leases later).
   bool handed = false;
-  if (b.reqs.size() > b.consumed) {
-    handed = hand_lease_to(tr, b.reqs[b.consumed].id, lease_expiry(b.now));
+  for (std::size_t i = b.consumed; !handed && i < b.reqs.size() && i < b.consumed + kHandOffTries;
+       ++i) {
+    handed = hand_lease_to(tr, b.reqs[i].id, lease_expiry(b.now));
   }
   if (!handed) {
     if (b.reqs.size() <= b.consumed) {
@@ -404,7 +409,6 @@ void Fulfiller::pass_baton(Transaction& tr, const std::string& me) {
   for (const std::string& id : first_request_ids(tr, keys_, 2, /*snapshot=*/false)) {
     if (id == me) continue;
     if (hand_lease_to(tr, id, lease_expiry(now_ms()))) return;
-    break;
   }
   tr.clear(keys_.lease());
 }

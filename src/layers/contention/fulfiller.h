@@ -119,6 +119,10 @@ class Fulfiller {
   static constexpr std::size_t kItemOps = 3;
   // Abandoned slots one batch looks at.
   static constexpr int kReclaimPerBatch = 8;
+  // Waiting requests a batch that took its own items offers the lease to, oldest first, until one
+  // takes it (one that withdrew meanwhile does not; each refusal costs a slot read, within
+  // kTailOps).
+  static constexpr std::size_t kHandOffTries = 2;
   // TransactionLimits::max_operations of engines that do not count operations.
   static constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
 

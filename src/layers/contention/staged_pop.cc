@@ -222,7 +222,9 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
       return batch;
     };
     in_hand->begin(markers_.make());
-    Fulfiller::Result r = run_batch(batch_attempt, deadline, in_hand->marker);
+    std::optional<Fulfiller::Result> batch = run_batch(batch_attempt, deadline, *in_hand);
+    if (!batch) return std::nullopt;  // out of time: await settles the slot as at the deadline
+    Fulfiller::Result& r = *batch;
     if (r.kind != Fulfiller::Result::kMineTaken) in_hand->taken.clear();  // not ours to give back
     count_batch(r, attempts);
     if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.items)};
@@ -231,20 +233,27 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
 }
 
 template <typename Attempt>
-Fulfiller::Result StagedPops::run_batch(Attempt& attempt, Clock::time_point deadline,
-                                        const std::string& marker) {
+std::optional<Fulfiller::Result> StagedPops::run_batch(Attempt& attempt, Clock::time_point deadline,
+                                                       InHand& in_hand) {
   TransactionOptions options = kBatchOptions;
   options.timeout = common::timeout_until(deadline);  // conflicts are retried until the deadline
   Transaction tr = db_->create_transaction(options);
   try {
-    return detail::run_marked_in(tr, *db_, markers_, marker, attempt, wrote_batch,
+    return detail::run_marked_in(tr, *db_, markers_, in_hand.marker, attempt, wrote_batch,
                                  {.max_clears = kBatchMarkerClears});
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTransactionTimedOut) throw;
-    throw Error(ErrorCode::kTimedOut,
-                std::string("queue: a high-contention pop's fulfilment batch could not commit in "
-                            "time: ") +
-                    e.what());
+    // No attempt took effect: await settles the slot as a pop at its deadline does (takes what
+    // was delivered to it, or withdraws the request). Not if an attempt that took our own items
+    // may still be in doubt (the markers could not tell): then abandon() must give them back.
+    if (db_->commits_can_be_unknown() && !in_hand.taken.empty()) {
+      throw Error(ErrorCode::kTimedOut,
+                  std::string("queue: a high-contention pop's fulfilment batch could not commit "
+                              "in time: ") +
+                      e.what());
+    }
+    in_hand.taken.clear();
+    return std::nullopt;
   }
 }
 
