@@ -14,7 +14,6 @@
 #include "engine/testing/fault_injection.h"
 #include "kvq/kvq.h"
 #include "layers/contention/stats.h"
-#include "support/error_code.h"
 #include "support/hooked_engine.h"
 #include "support/layer_fixture.h"
 #include "support/staged_requests.h"
@@ -607,54 +606,6 @@ TEST(HighContentionRegistration, ARegistrationGivingUpInDoubtFencesItsAttemptOff
   EXPECT_FALSE(in_doubt->land_held()) << "the registration in doubt landed after the pop gave up";
   EXPECT_EQ(other.pop(), "A");
   EXPECT_EQ(other.pop(), "B");
-}
-
-// A high-contention pop with a timeout whose own fulfilment batches conflict again and again (here
-// every commit that renews the fulfiller lease is refused) ends at its deadline with timed_out,
-// the item left in the queue. Before, the batch retried its conflicts for as long as they came,
-// past the deadline (found by review in session 33).
-TEST(HighContentionDeadline, AFulfilmentBatchEndsByItsPopsDeadline) {
-  auto memory = open("memory:");
-  auto hooked = std::make_shared<testing::HookedEngine>(memory->engine());
-  auto hooked_db = std::make_shared<Database>(hooked, "hooked:");
-  const Subspace space(Tuple().append("batch-deadline"));
-  const std::string lease_key = space.subspace(Tuple().append("kvq")).pack(Tuple().append("lease"));
-  QueueOptions o;
-  o.high_contention = true;
-  Queue other(memory, space, o);
-  other.push("A");
-  memory->run([&](Transaction& tr) {
-    tr.atomic_add(space.subspace(Tuple().append("kvq")).pack(Tuple().append("waiting")),
-                  std::int64_t{1});
-  });
-  std::atomic<bool> conflicting{true};
-  const auto renews_lease = [&](const engine::CommitRequest& request) {
-    return std::any_of(request.mutations.begin(), request.mutations.end(),
-                       [&](const engine::Mutation& m) { return m.param1 == lease_key; });
-  };
-  std::function<void()> conflict = [&] {
-    if (!conflicting.load()) return;
-    hooked->before_commit_matching(renews_lease, conflict);
-    throw Error(ErrorCode::kNotCommitted, "test: the batch conflicts");
-  };
-  hooked->before_commit_matching(renews_lease, conflict);
-  Queue popper(hooked_db, space, o);
-  std::atomic<bool> done{false};
-  ErrorCode code = ErrorCode::kUnknownError;
-  const auto start = std::chrono::steady_clock::now();
-  std::thread t([&] {
-    code = testing::code_of([&] { popper.pop(300ms); });
-    done = true;
-  });
-  while (!done.load() && std::chrono::steady_clock::now() - start < 5s) {
-    std::this_thread::sleep_for(10ms);
-  }
-  const auto took = std::chrono::steady_clock::now() - start;
-  conflicting = false;  // let a pop that ran past its deadline end
-  t.join();
-  EXPECT_LT(took, 3s) << "the pop ran past its 300 ms timeout";
-  EXPECT_EQ(code, ErrorCode::kTimedOut);
-  EXPECT_EQ(other.peek(), "A");
 }
 
 }  // namespace

@@ -70,11 +70,12 @@ class Watcher::Run {
           // Broke (or its start revision was compacted, the value unchanged): open it again,
           // from the same revision (or the one the value was read at), after a pause (a member
           // that keeps accepting streams and dropping them must not make this a busy loop),
-          // preferring the next member.
+          // preferring the next member if it broke.
           start = Cluster::Clock::now();
           attempt = 0;
           renewed = false;
-          cluster_.move_on(i);
+          if (!watch_again_) cluster_.move_on(i);
+          watch_again_ = false;
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
           continue;
         }
@@ -149,7 +150,9 @@ class Watcher::Run {
         return changed ? Turn::kFired : Turn::kWait;
       }
       case WatchNews::kCompacted:
-        return current_value(&seen_at_) != value_seen_ ? Turn::kFired : Turn::kWatchAgain;
+        if (current_value(&seen_at_) != value_seen_) return Turn::kFired;
+        watch_again_ = true;
+        return Turn::kWatchAgain;
     }
     return Turn::kWait;
   }
@@ -190,6 +193,8 @@ class Watcher::Run {
   const std::optional<std::string> value_seen_;
   // The revision at which the key is known to hold value_seen_: the watch starts after it.
   Version seen_at_;
+  // The stream ended to watch again from seen_at_, not because it broke.
+  bool watch_again_ = false;
 };
 
 void Watcher::start(std::string key, std::optional<std::string> value_seen, Version version,
@@ -199,19 +204,28 @@ void Watcher::start(std::string key, std::optional<std::string> value_seen, Vers
     state->fail(Error(ErrorCode::kOperationCancelled, "etcd: engine shut down"));
     return;
   }
-  if (!monitor_.joinable()) monitor_ = std::thread([this] { monitor(); });
+  try {
+    if (!monitor_.joinable()) monitor_ = std::thread([this] { monitor(); });
+  } catch (const std::system_error& e) {
+    fail_for_want_of_a_thread(*state, e);
+    return;
+  }
   watches_.push_back(Active{std::make_shared<grpc::ClientContext>(), state, {}});
   const Entry it = std::prev(watches_.end());
   try {
     // The thread starts by taking mu_, so it sees its entry complete.
     it->thread = std::thread(Run(*this, it, std::move(key), std::move(value_seen), version));
   } catch (const std::system_error& e) {
-    // Out of threads (a process or container limit): the watch fails, the commit that armed it
-    // stands (it must not throw: it committed).
     watches_.erase(it);
-    state->fail(Error(ErrorCode::kTooManyWatches,
-                      std::string("etcd: cannot start a thread for the watch: ") + e.what()));
+    fail_for_want_of_a_thread(*state, e);
   }
+}
+
+// Out of threads (a process or container limit): the watch fails, and the commit that armed it
+// stands (it must not throw: it committed).
+void Watcher::fail_for_want_of_a_thread(detail::WatchState& state, const std::system_error& e) {
+  state.fail(Error(ErrorCode::kTooManyWatches,
+                   std::string("etcd: cannot start a thread for the watch: ") + e.what()));
 }
 
 std::shared_ptr<grpc::ClientContext> Watcher::next_context(Entry self) {

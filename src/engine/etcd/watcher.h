@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "engine/engine.h"
@@ -56,6 +57,8 @@ class Watcher {
   class Run;
 
   void monitor();
+  // Fails `state` with too_many_watches: `e` said a thread could not be started.
+  static void fail_for_want_of_a_thread(detail::WatchState& state, const std::system_error& e);
   // A fresh context for the next stream attempt of `self`; nullptr if the watch is over.
   std::shared_ptr<grpc::ClientContext> next_context(Entry self);
   void finish(Entry self);

@@ -17,11 +17,14 @@ void OpenSnapshots::remove(Member& m) {
 
 void OpenSnapshots::release_below(Version floor) {
   std::lock_guard<std::mutex> lock(mu_);
-  while (!members_.empty() && members_.begin()->first < floor) {
-    Member* m = members_.begin()->second;
-    members_.erase(members_.begin());
+  for (auto it = members_.begin(); it != members_.end() && it->first < floor;) {
+    Member* m = it->second;
+    if (!m->try_release()) {
+      ++it;
+      continue;
+    }
+    it = members_.erase(it);
     m->registered_ = false;
-    m->release_early();
   }
 }
 

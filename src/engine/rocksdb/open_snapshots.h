@@ -5,14 +5,15 @@
 // its RocksDB snapshot for as long as it lived: every key overwritten or deleted since stayed on
 // disk, although the pipeline already refused its reads as transaction_too_old.
 //
-// A Member is registered when made and removes itself when destroyed; release_below() calls
-// release_early() on each member below the floor at most once, and forgets it.
+// A Member is registered when made and removes itself when destroyed; release_below() asks each
+// member below the floor to release its snapshot, and forgets those that did (one that a read is
+// using stays for a later call: a commit must not wait for a long range read).
 //
 // Example:
-//   class Snap : public OpenSnapshots::Member { void release_early() override { ... } };
+//   class Snap : public OpenSnapshots::Member { bool try_release() override { ... } };
 //   auto open = std::make_shared<OpenSnapshots>();
 //   Snap s;  open->add(7, s);
-//   open->release_below(8);   // s.release_early() ran; s's destructor calls open->remove(s)
+//   open->release_below(8);   // s.try_release() ran; s's destructor calls open->remove(s)
 #ifndef KVQ_SRC_ENGINE_ROCKSDB_OPEN_SNAPSHOTS_H_
 #define KVQ_SRC_ENGINE_ROCKSDB_OPEN_SNAPSHOTS_H_
 
@@ -27,9 +28,10 @@ class OpenSnapshots {
  public:
   class Member {
    public:
-    // Releases the RocksDB snapshot now; reads through the member must then throw
-    // transaction_too_old. Called with OpenSnapshots' lock held, at most once.
-    virtual void release_early() = 0;
+    // Releases the RocksDB snapshot now, unless a read through it is under way (false then);
+    // reads through the member must afterwards throw transaction_too_old. Called with
+    // OpenSnapshots' lock held; once it returned true, not again.
+    virtual bool try_release() = 0;
 
    protected:
     Member() = default;
@@ -47,7 +49,8 @@ class OpenSnapshots {
   void add(Version version, Member& m);
   // Unregisters `m` (if release_below has not already); its destructor must call this.
   void remove(Member& m);
-  // Calls release_early() on every member showing a version below `floor`, and forgets them.
+  // Calls try_release() on every member showing a version below `floor`, and forgets those that
+  // released.
   void release_below(Version floor);
 
  private:

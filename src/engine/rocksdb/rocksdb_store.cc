@@ -125,8 +125,9 @@ Version read_version(const DbHandle& db, const rocksdb::Snapshot* snapshot) {
 }
 
 // A RocksDB snapshot with the version it shows. The store may release it early, once its version
-// fell below the MVCC floor (OpenSnapshots); reads then throw transaction_too_old.
-class RocksDbSnapshot : public pipeline::StoreSnapshot, public OpenSnapshots::Member {
+// fell below the MVCC floor and no read is using it (OpenSnapshots); reads then throw
+// transaction_too_old.
+class RocksDbSnapshot final : public pipeline::StoreSnapshot, public OpenSnapshots::Member {
  public:
   RocksDbSnapshot(std::shared_ptr<DbHandle> db, std::shared_ptr<SkipHints> hints,
                   std::shared_ptr<OpenSnapshots> open, const rocksdb::Snapshot* snapshot,
@@ -140,18 +141,20 @@ class RocksDbSnapshot : public pipeline::StoreSnapshot, public OpenSnapshots::Me
     open_->add(version_, *this);
   }
   ~RocksDbSnapshot() override {
-    open_->remove(*this);
-    release_early();
+    open_->remove(*this);  // from now on, nobody else releases it
+    if (snapshot_ != nullptr) db_->db()->ReleaseSnapshot(snapshot_);
   }
   RocksDbSnapshot(const RocksDbSnapshot&) = delete;
   RocksDbSnapshot& operator=(const RocksDbSnapshot&) = delete;
 
   Version version() const override { return version_; }
 
-  void release_early() override {
-    std::unique_lock<std::shared_mutex> lock(mu_);
-    if (snapshot_ != nullptr) db_->db()->ReleaseSnapshot(snapshot_);
+  bool try_release() override {
+    std::unique_lock<std::shared_mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;  // a read is under way: a later forget_before
+    db_->db()->ReleaseSnapshot(snapshot_);
     snapshot_ = nullptr;
+    return true;
   }
 
   std::optional<std::string> get(std::string_view key) const override {

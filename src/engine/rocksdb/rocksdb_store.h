@@ -101,7 +101,8 @@ class RocksDbStore : public pipeline::VersionedStore {
 
   // Releases the RocksDB snapshots of versions below `version` that transactions still hold
   // (reads through them throw transaction_too_old, as the pipeline's check already does), so that
-  // RocksDB can drop what only they kept. Thread-safe.
+  // RocksDB can drop what only they kept; one a read is using now is left for a later call (this
+  // runs on the commit path: it never waits for a read). Thread-safe.
   void forget_before(Version version) override;
 
   // The directory this store was opened on.

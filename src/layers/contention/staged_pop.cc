@@ -112,8 +112,9 @@ std::string StagedPops::register_request(Side side, std::int64_t n, Clock::time_
         *db_,
         [&](Transaction& tr) {
           // Of two attempts (one in doubt, landing late, and its retry that found no slot), at
-          // most one commits: each writes the slot this reads with a conflict.
-          tr.add_read_conflict_key(slot);
+          // most one commits: each writes the slot this reads with a conflict. (A read, not a
+          // bare conflict key: on etcd that would cost a read version and a pin read besides.)
+          tr.get(slot);
           tr.set_versionstamped_key(keys_.req_placeholder(), value);
           tr.atomic_add(keys_.waiting(), std::int64_t{1});
           tr.set_versionstamped_value(slot, waiting_slot_placeholder());
@@ -122,9 +123,14 @@ std::string StagedPops::register_request(Side side, std::int64_t n, Clock::time_
         // A registration that may have committed is resolved before giving up at the deadline:
         // one left behind would get items delivered that nobody takes until request_ttl.
         // Every attempt registers the same request (and returns 0): any of them will do. If
-        // none did, the slot answered "empty" fences them off (request expiry clears it).
-        [&](Transaction& tr, std::size_t) { return tr.get(slot).has_value(); }, options,
-        markers_.resolve_window(), [&](Transaction& tr) { tr.set(slot, empty_slot()); });
+        // none did, the slot answered "empty" fences them off (a fulfilment batch clears it
+        // after request_ttl, as an abandoned slot); an "empty" slot is therefore no
+        // registration (a fence in doubt that landed must not pass for one).
+        [&](Transaction& tr, std::size_t) {
+          const Slot::Kind kind = read_slot(tr, slot).kind;
+          return kind != Slot::kAbsent && kind != Slot::kEmpty;
+        },
+        options, markers_.resolve_window(), [&](Transaction& tr) { tr.set(slot, empty_slot()); });
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTransactionTimedOut) throw;
     throw Error(
@@ -222,38 +228,13 @@ std::optional<StagedPops::Outcome> StagedPops::lead(const std::string& me,
       return batch;
     };
     in_hand->begin(markers_.make());
-    std::optional<Fulfiller::Result> batch = run_batch(batch_attempt, deadline, *in_hand);
-    if (!batch) return std::nullopt;  // out of time: await settles the slot as at the deadline
-    Fulfiller::Result& r = *batch;
+    Transaction tr = db_->create_transaction(kBatchOptions);
+    Fulfiller::Result r = detail::run_marked_in(tr, *db_, markers_, in_hand->marker, batch_attempt,
+                                                wrote_batch, {.max_clears = kBatchMarkerClears});
     if (r.kind != Fulfiller::Result::kMineTaken) in_hand->taken.clear();  // not ours to give back
     count_batch(r, attempts);
     if (r.kind == Fulfiller::Result::kMineTaken) return Outcome{false, std::move(r.items)};
     if (r.kind != Fulfiller::Result::kServedOthers) return std::nullopt;
-  }
-}
-
-template <typename Attempt>
-std::optional<Fulfiller::Result> StagedPops::run_batch(Attempt& attempt, Clock::time_point deadline,
-                                                       InHand& in_hand) {
-  TransactionOptions options = kBatchOptions;
-  options.timeout = common::timeout_until(deadline);  // conflicts are retried until the deadline
-  Transaction tr = db_->create_transaction(options);
-  try {
-    return detail::run_marked_in(tr, *db_, markers_, in_hand.marker, attempt, wrote_batch,
-                                 {.max_clears = kBatchMarkerClears});
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::kTransactionTimedOut) throw;
-    // No attempt took effect: await settles the slot as a pop at its deadline does (takes what
-    // was delivered to it, or withdraws the request). Not if an attempt that took our own items
-    // may still be in doubt (the markers could not tell): then abandon() must give them back.
-    if (db_->commits_can_be_unknown() && !in_hand.taken.empty()) {
-      throw Error(ErrorCode::kTimedOut,
-                  std::string("queue: a high-contention pop's fulfilment batch could not commit "
-                              "in time: ") +
-                      e.what());
-    }
-    in_hand.taken.clear();
-    return std::nullopt;
   }
 }
 

@@ -101,12 +101,6 @@ class StagedPops {
   // Throws timed_out if the registration could not commit by `deadline` (if it committed
   // unknowingly, the request expires after request_ttl: Fulfiller).
   std::string register_request(Side side, std::int64_t n, Clock::time_point deadline);
-  // Runs one fulfilment batch (`attempt`, marked with in_hand's marker), retrying its conflicts
-  // until `deadline`; nullopt then, nothing of it done (throws timed_out instead if an attempt
-  // that took our own items may still be in doubt).
-  template <typename Attempt>
-  std::optional<Fulfiller::Result> run_batch(Attempt& attempt, Clock::time_point deadline,
-                                             InHand& in_hand);
   // `in_hand`: what a transaction of ours took (set while it may commit).
   Outcome await(const std::string& me, Clock::time_point deadline, InHand* in_hand);
   void hint_await_reads(Transaction& tr, const std::string& slot);
