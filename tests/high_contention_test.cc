@@ -551,61 +551,64 @@ TEST(HighContentionAbandon, AFencedBatchPutsNothingBack) {
   EXPECT_EQ(delivered, (std::vector<std::string>{"A", "B"})) << "each item exactly once";
 }
 
+// A queue in high-contention mode over the memory engine, popped through a fault injector whose
+// commits can be held (a late commit, as etcd can apply one after its RPC failed) under a hook,
+// holding "A" and "B" and a waiting request counted (none registered), so that a pop registers
+// instead of taking the fast path.
+struct HeldRegistration {
+  HeldRegistration() {
+    Queue(memory, space, options()).push_batch({"A", "B"});
+    count_a_waiting_request(*memory, space);
+  }
+  static QueueOptions options() {
+    QueueOptions o;
+    o.high_contention = true;
+    return o;
+  }
+  // Counts one more waiting request under `space` without registering one.
+  static void count_a_waiting_request(Database& db, const Subspace& space) {
+    db.run([&](Transaction& tr) {
+      tr.atomic_add(space.subspace(Tuple().append("kvq")).pack(Tuple().append("waiting")),
+                    std::int64_t{1});
+    });
+  }
+
+  std::shared_ptr<Database> memory = open("memory:");
+  std::shared_ptr<engine::FaultInjectionEngine> in_doubt =
+      std::make_shared<engine::FaultInjectionEngine>(memory->engine(),
+                                                     engine::FaultInjectionOptions{});
+  std::shared_ptr<testing::HookedEngine> hooked = std::make_shared<testing::HookedEngine>(in_doubt);
+  std::shared_ptr<Database> faulty = std::make_shared<Database>(hooked, "hooked:");
+  const Subspace space{Tuple().append("registration")};
+  Queue popper{faulty, space, options()};
+  Queue other{memory, space, options()};
+};
+
 // A pop's registration whose commit is in doubt and lands late, after the retry that found no
 // slot registered again: two requests for one pop, the second's item delivered to a slot nobody
 // reads (and, for the fulfiller itself, an item more than it asked for). Each attempt now reads
 // its slot with a conflict, so the late one fails (found by review in session 33; etcd's
 // versionstamp sequencer already stopped it there).
 TEST(HighContentionRegistration, ARegistrationInDoubtCannotLandAfterItsRetryRegistered) {
-  auto memory = open("memory:");
-  auto in_doubt = std::make_shared<engine::FaultInjectionEngine>(memory->engine(),
-                                                                 engine::FaultInjectionOptions{});
-  auto faulty = std::make_shared<Database>(in_doubt, "faulty:");
-  const Subspace space(Tuple().append("registration"));
-  QueueOptions o;
-  o.high_contention = true;
-  Queue popper(faulty, space, o);
-  popper.push("A");
-  popper.push("B");
-  // A waiting request counted: the pop below registers instead of taking the fast path.
-  memory->run([&](Transaction& tr) {
-    tr.atomic_add(space.subspace(Tuple().append("kvq")).pack(Tuple().append("waiting")),
-                  std::int64_t{1});
-  });
-  in_doubt->hold_next_commit();  // the registration's
-  EXPECT_EQ(popper.pop(), "A");
-  EXPECT_FALSE(in_doubt->land_held()) << "the registration in doubt landed after its retry";
-  Queue other(memory, space, o);
-  EXPECT_EQ(other.pop(), "B");
-  EXPECT_EQ(other.size(), 0);
+  HeldRegistration s;
+  s.in_doubt->hold_next_commit();  // the registration's
+  EXPECT_EQ(s.popper.pop(), "A");
+  EXPECT_FALSE(s.in_doubt->land_held()) << "the registration in doubt landed after its retry";
+  EXPECT_EQ(s.other.pop(), "B");
+  EXPECT_EQ(s.other.size(), 0);
 }
 
 // The same registration in doubt, then the engine unreachable for longer than the pop's timeout:
 // before the pop gives up (connection_failed), the transaction that finds no slot answers it
 // "empty", so the late attempt can no longer land with a request whose items nobody would take.
 TEST(HighContentionRegistration, ARegistrationGivingUpInDoubtFencesItsAttemptOff) {
-  auto memory = open("memory:");
-  auto in_doubt = std::make_shared<engine::FaultInjectionEngine>(memory->engine(),
-                                                                 engine::FaultInjectionOptions{});
-  auto hooked = std::make_shared<testing::HookedEngine>(in_doubt);
-  auto faulty = std::make_shared<Database>(hooked, "hooked:");
-  const Subspace space(Tuple().append("registration"));
-  QueueOptions o;
-  o.high_contention = true;
-  Queue other(memory, space, o);
-  other.push("A");
-  other.push("B");
-  memory->run([&](Transaction& tr) {
-    tr.atomic_add(space.subspace(Tuple().append("kvq")).pack(Tuple().append("waiting")),
-                  std::int64_t{1});
-  });
-  in_doubt->hold_next_commit();
-  hooked->before_commit([&] { hooked->unreachable_for(400ms); });
-  Queue popper(faulty, space, o);
-  EXPECT_THROW(popper.pop(200ms), Error);  // connection_failed
-  EXPECT_FALSE(in_doubt->land_held()) << "the registration in doubt landed after the pop gave up";
-  EXPECT_EQ(other.pop(), "A");
-  EXPECT_EQ(other.pop(), "B");
+  HeldRegistration s;
+  s.in_doubt->hold_next_commit();
+  s.hooked->before_commit([&] { s.hooked->unreachable_for(400ms); });
+  EXPECT_THROW(s.popper.pop(200ms), Error);  // connection_failed
+  EXPECT_FALSE(s.in_doubt->land_held()) << "the registration in doubt landed after the pop gave up";
+  EXPECT_EQ(s.other.pop(), "A");
+  EXPECT_EQ(s.other.pop(), "B");
 }
 
 }  // namespace
