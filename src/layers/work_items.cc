@@ -32,23 +32,26 @@ void check_redrive_count(std::int64_t n) {
   if (n < 0) throw Error(ErrorCode::kInvalidOptionValue, "queue: redrive of a negative count");
 }
 
+// Throws invalid_option_value naming `what` if `span` is longer than kMaxWorkDuration. Compared
+// in `span`'s own unit or a finer one: milliseconds::max() must not be converted to microseconds.
+template <typename Span>
+void check_at_most_max_work_duration(Span span, const char* what) {
+  if (span <= kMaxWorkDuration) return;
+  throw Error(ErrorCode::kInvalidOptionValue,
+              std::string("queue: ") + what + " must be at most 10 years (315360000000 ms)");
+}
+
 std::int64_t positive_us(std::chrono::milliseconds vt) {
   if (vt.count() <= 0) {
     throw Error(ErrorCode::kInvalidOptionValue, "queue: the visibility timeout must be > 0");
   }
-  if (vt > kMaxWorkDuration) {
-    throw Error(ErrorCode::kInvalidOptionValue,
-                "queue: the visibility timeout must be at most 10 years (315360000000 ms)");
-  }
+  check_at_most_max_work_duration(vt, "the visibility timeout");
   return std::chrono::duration_cast<std::chrono::microseconds>(vt).count();
 }
 
 std::int64_t delay_us(std::chrono::milliseconds delay) {
   if (delay.count() < 0) throw Error(ErrorCode::kInvalidOptionValue, "queue: negative delay");
-  if (delay > kMaxWorkDuration) {
-    throw Error(ErrorCode::kInvalidOptionValue,
-                "queue: the delay must be at most 10 years (315360000000 ms)");
-  }
+  check_at_most_max_work_duration(delay, "the delay");
   return std::chrono::duration_cast<std::chrono::microseconds>(delay).count();
 }
 
@@ -286,10 +289,8 @@ std::optional<std::int64_t> WorkItems::due_us(const PushOptions& options) {
     const std::int64_t not_before_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                            options.not_before->time_since_epoch())
                                            .count();
-    if (not_before_us - now > std::chrono::microseconds(kMaxWorkDuration).count()) {
-      throw Error(ErrorCode::kInvalidOptionValue,
-                  "queue: not_before must be at most 10 years (315360000000 ms) from now");
-    }
+    check_at_most_max_work_duration(std::chrono::microseconds(not_before_us - now),
+                                    "not_before, from now,");
     due = std::max(due, not_before_us);
   }
   if (due <= now) return std::nullopt;

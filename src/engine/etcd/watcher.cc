@@ -66,7 +66,8 @@ class Watcher::Run {
       if (stream->Write(create_request()) && stream->Read(&first)) {
         cluster_.endpoint(i).note(stubs, grpc::Status::OK);
         if (renewed || !refused_for_token(first)) {
-          if (follow(state, *ctx, *stream, std::move(first))) return;
+          const Turn ended = follow(state, *ctx, *stream, std::move(first));
+          if (ended == Turn::kFired) return;
           // Broke (or its start revision was compacted, the value unchanged): open it again,
           // from the same revision (or the one the value was read at), after a pause (a member
           // that keeps accepting streams and dropping them must not make this a busy loop),
@@ -74,8 +75,7 @@ class Watcher::Run {
           start = Cluster::Clock::now();
           attempt = 0;
           renewed = false;
-          if (!watch_again_) cluster_.move_on(i);
-          watch_again_ = false;
+          if (ended != Turn::kWatchAgain) cluster_.move_on(i);
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
           continue;
         }
@@ -115,25 +115,24 @@ class Watcher::Run {
     return request;
   }
 
-  // What a response means for the watch.
+  // What a response means for the watch; what ended a stream (kWait: it broke, or the server
+  // or this watch's cancellation ended it).
   enum class Turn { kWait, kFired, kWatchAgain };
 
-  // Reads responses until the watch fires (true) or the stream ends (false: the server ended it,
-  // this watch was cancelled or stopped, which ended it from here, or it must be opened again
-  // from a later revision).
-  bool follow(detail::WatchState& state, grpc::ClientContext& ctx, Stream& stream,
+  // Reads responses until the watch fires (kFired), must be opened again from a later revision
+  // (kWatchAgain), or the stream ends (kWait).
+  Turn follow(detail::WatchState& state, grpc::ClientContext& ctx, Stream& stream,
               pb::WatchResponse response) {
     do {
       const Turn turn = read(response);
       if (turn == Turn::kWait) continue;
       ctx.TryCancel();  // the stream is still open: end it
       stream.Finish();
-      if (turn == Turn::kWatchAgain) return false;
-      state.fire();
-      return true;
+      if (turn == Turn::kFired) state.fire();
+      return turn;
     } while (stream.Read(&response));
     stream.Finish();
-    return false;
+    return Turn::kWait;
   }
 
   // kFired if `response` shows the value changed. Its start revision compacted (the server
@@ -150,9 +149,7 @@ class Watcher::Run {
         return changed ? Turn::kFired : Turn::kWait;
       }
       case WatchNews::kCompacted:
-        if (current_value(&seen_at_) != value_seen_) return Turn::kFired;
-        watch_again_ = true;
-        return Turn::kWatchAgain;
+        return current_value(&seen_at_) != value_seen_ ? Turn::kFired : Turn::kWatchAgain;
     }
     return Turn::kWait;
   }
@@ -193,8 +190,6 @@ class Watcher::Run {
   const std::optional<std::string> value_seen_;
   // The revision at which the key is known to hold value_seen_: the watch starts after it.
   Version seen_at_;
-  // The stream ended to watch again from seen_at_, not because it broke.
-  bool watch_again_ = false;
 };
 
 void Watcher::start(std::string key, std::optional<std::string> value_seen, Version version,
